@@ -1,0 +1,93 @@
+# Headroom — developer entry points. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+include hack/versions.env
+K8S_VERSION ?= $(DEFAULT_K8S_VERSION)
+export K8S_VERSION
+
+NAMESPACE ?= kube-headroom-system
+IMG ?= ghcr.io/karlkfi/kube-headroom:0.1.0
+HELM ?= $(shell command -v helm 2>/dev/null || echo $${HEADROOM_CACHE:-$$HOME/.cache/headroom}/k8s-$(K8S_VERSION)/bin/helm)
+PYTEST_ARGS ?=
+# 100% branch coverage of the pure core is a gate, not a goal.
+COVERAGE_GATE := --cov=app.policy --cov=app.eligibility --cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
+
+.PHONY: help
+help: ## List targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## Create the virtualenv with runtime and development dependencies
+
+.PHONY: control-plane
+control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, scheduler, kubectl, KWOK, helm
+	bash hack/build-control-plane.sh
+
+.PHONY: lint
+lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+.PHONY: test
+test: lint control-plane ## Everything: lint, unit and integration tiers (real control plane)
+	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: $(STAMP) ## Unit tier only (no control plane)
+	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
+
+.PHONY: test-integration
+test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSION
+	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+
+.PHONY: test-k8s-min
+test-k8s-min: ## Integration tier at the oldest supported minor (newest 1.35.x)
+	$(MAKE) test-integration K8S_VERSION=$(MIN_K8S_VERSION)
+
+.PHONY: bench
+bench: $(STAMP) ## Policy benchmark (node of 110 and 1,000 pods)
+	$(BIN)/python -m bench.policy_bench
+
+.PHONY: install
+install: ## Install the CRD chart into the current kube-context
+	$(HELM) upgrade --install kube-headroom-crds chart/kube-headroom-crds
+
+.PHONY: uninstall
+uninstall: ## Uninstall the CRD chart (the CRD itself is kept: resource-policy keep)
+	$(HELM) uninstall kube-headroom-crds
+
+.PHONY: deploy
+deploy: ## Install the operator chart: make deploy IMG=registry/kube-headroom:tag
+	$(HELM) upgrade --install kube-headroom chart/kube-headroom \
+	  --namespace $(NAMESPACE) --create-namespace \
+	  --set image.repository=$(firstword $(subst :, ,$(IMG))) \
+	  --set image.tag=$(or $(word 2,$(subst :, ,$(IMG))),latest)
+
+.PHONY: undeploy
+undeploy: ## Uninstall the operator chart
+	$(HELM) uninstall kube-headroom --namespace $(NAMESPACE)
+
+.PHONY: helm-template
+helm-template: ## Render the operator chart locally
+	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE)
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a container engine): make docker-build IMG=…
+	docker build -t $(IMG) .
+
+.PHONY: clean
+clean: ## Remove the virtualenv and caches (not the control-plane binaries)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis _artifacts

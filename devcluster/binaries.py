@@ -1,0 +1,87 @@
+"""Finding (or building) the control-plane binaries."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = REPO / "hack" / "build-control-plane.sh"
+REQUIRED = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kwok",
+    "helm",
+)
+
+
+class BinaryNotFoundError(RuntimeError):
+    """A control-plane binary is missing and could not be built."""
+
+
+def _versions() -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            values[key] = value
+    return values
+
+
+def kubernetes_version() -> str:
+    return os.environ.get("K8S_VERSION") or _versions()["DEFAULT_K8S_VERSION"]
+
+
+def default_bin_dir() -> Path:
+    cache = Path(os.environ.get("HEADROOM_CACHE", Path.home() / ".cache" / "headroom"))
+    return cache / f"k8s-{kubernetes_version()}" / "bin"
+
+
+def _missing(directory: Path) -> list[str]:
+    return [name for name in REQUIRED if not os.access(directory / name, os.X_OK)]
+
+
+def locate_binaries(*, build: bool = True) -> Path:
+    """Return the directory holding every control-plane binary.
+
+    ``KUBEBUILDER_ASSETS`` (the convention of Go operator projects) points at an
+    existing directory and is never built into. Otherwise the version-keyed cache
+    is used, and built on first use when ``build`` is true.
+    """
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets:
+        directory = Path(assets)
+        missing = _missing(directory)
+        if missing:
+            raise BinaryNotFoundError(
+                f"KUBEBUILDER_ASSETS={directory} lacks {', '.join(missing)}; "
+                "unset it to build them with hack/build-control-plane.sh"
+            )
+        return directory
+    directory = default_bin_dir()
+    missing = _missing(directory)
+    if missing and build:
+        logger.info("building control-plane binaries: %s", ", ".join(missing))
+        env = {**os.environ, "K8S_VERSION": kubernetes_version()}
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], env=env, check=False, capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise BinaryNotFoundError(
+                "hack/build-control-plane.sh failed "
+                f"({result.returncode}):\n{result.stderr[-4000:]}"
+            )
+        missing = _missing(directory)
+    if missing:
+        raise BinaryNotFoundError(
+            f"{directory} lacks {', '.join(missing)}; run hack/build-control-plane.sh"
+        )
+    return directory

@@ -1,0 +1,391 @@
+"""Start and stop a real local control plane: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and KWOK (simulated kubelets)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devcluster.binaries import locate_binaries
+from devcluster.pki import write_control_plane_pki
+
+logger = logging.getLogger(__name__)
+
+STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# Pods carrying this annotation are ignored by the simulated kubelet, so a test
+# can write kubelet-owned status (resize conditions) itself.
+KWOK_CUSTOM_STATUS_ANNOTATION = "kwok.x-k8s.io/status"
+SERVICE_CIDR = "10.0.0.0/24"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # A control plane must not outlive a killed test run.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane did not come up; the message names the component and its log."""
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class ControlPlane:
+    """A running local control plane.
+
+    ``start()`` blocks until the API server is ready, the controller manager has
+    created the default ServiceAccount, and the scheduler and KWOK answer health
+    checks. ``stop()`` always tears every process down.
+    """
+
+    work_dir: Path
+    bin_dir: Path = field(default_factory=locate_binaries)
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    startup_timeout: float = 120.0
+    extra_apiserver_args: tuple[str, ...] = ()
+    _procs: list[_Process] = field(default_factory=list, init=False, repr=False)
+    apiserver_port: int = field(default=0, init=False)
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.work_dir / "pki"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.work_dir / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.work_dir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki_dir / "ca.crt"
+
+    def tool(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        started = time.monotonic()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        write_control_plane_pki(self.pki_dir)
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._write_kubeconfig()
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._start_kwok()
+            self._wait_for_default_service_account()
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("control plane ready in %.1fs at %s", time.monotonic() - started, self.server)
+
+    def stop(self) -> None:
+        for proc in reversed(self._procs):
+            if proc.popen.poll() is None:
+                proc.popen.terminate()
+        deadline = time.monotonic() + 10
+        for proc in reversed(self._procs):
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.popen.kill()
+                proc.popen.wait()
+        self._procs.clear()
+
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def keep_logs(self, destination: Path) -> Path:
+        """Copy component logs somewhere that outlives the work directory."""
+        destination.mkdir(parents=True, exist_ok=True)
+        for log in self.log_dir.glob("*.log"):
+            shutil.copy2(log, destination / log.name)
+        return destination
+
+    # -- components ------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str]) -> _Process:
+        log = self.log_dir / f"{name}.log"
+        handle = log.open("ab")
+        popen = subprocess.Popen(
+            args,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            cwd=self.work_dir,
+        )
+        handle.close()
+        proc = _Process(name=name, popen=popen, log=log)
+        self._procs.append(proc)
+        return proc
+
+    def _wait(self, proc: _Process, check: Any, what: str) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if proc.popen.poll() is not None:
+                raise ControlPlaneError(
+                    f"{proc.name} exited with {proc.popen.returncode} before {what}; "
+                    f"log {proc.log}:\n{_tail(proc.log)}"
+                )
+            with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
+                if check():
+                    return
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{proc.name}: timed out after {self.startup_timeout}s waiting for {what}; "
+            f"log {proc.log}:\n{_tail(proc.log)}"
+        )
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        proc = self._spawn(
+            "etcd",
+            [
+                str(self.tool("etcd")),
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                # Throwaway data: fsync only costs time here.
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+        )
+        self._wait(proc, lambda: _http_ok(f"{self.etcd_url}/health"), "etcd health")
+
+    def _start_apiserver(self) -> None:
+        self.apiserver_port = free_port()
+        tokens = self.pki_dir / "tokens.csv"
+        tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        tokens.chmod(0o600)
+        pki = self.pki_dir
+        proc = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.tool("kube-apiserver")),
+                f"--etcd-servers={self.etcd_url}",
+                f"--cert-dir={pki}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--secure-port={self.apiserver_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                # Loopback cannot back the kubernetes Service endpoints; nothing here needs them.
+                "--endpoint-reconciler-type=none",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--authorization-mode=RBAC",
+                f"--token-auth-file={tokens}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                *self.extra_apiserver_args,
+            ],
+        )
+        self._wait(proc, lambda: self._api_get("/readyz") == "ok", "/readyz")
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "headroom-local",
+                    "cluster": {"server": self.server, "certificate-authority": str(self.ca_file)},
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": "headroom-local",
+                    "context": {"cluster": "headroom-local", "user": "admin"},
+                }
+            ],
+            "current-context": "headroom-local",
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+        self.kubeconfig.chmod(0o600)
+
+    def _start_controller_manager(self) -> None:
+        port = free_port()
+        kc = str(self.kubeconfig)
+        proc = self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.tool("kube-controller-manager")),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.work_dir / 'kcm-certs'}",
+                f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--use-service-account-credentials=false",
+                # Short resync so ResourceQuota usage is recalculated promptly.
+                "--resource-quota-sync-period=10s",
+                "--concurrent-resource-quota-syncs=2",
+            ],
+        )
+        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
+
+    def _start_scheduler(self) -> None:
+        port = free_port()
+        kc = str(self.kubeconfig)
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                str(self.tool("kube-scheduler")),
+                f"--kubeconfig={kc}",
+                f"--authentication-kubeconfig={kc}",
+                f"--authorization-kubeconfig={kc}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.work_dir / 'scheduler-certs'}",
+            ],
+        )
+        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
+
+    def _start_kwok(self) -> None:
+        port = free_port()
+        proc = self._spawn(
+            "kwok",
+            [
+                str(self.tool("kwok")),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={STAGES}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--disregard-status-with-annotation-selector={KWOK_CUSTOM_STATUS_ANNOTATION}=custom",
+                f"--server-address=127.0.0.1:{port}",
+                "--cidr=10.244.0.1/16",
+                "--node-ip=10.250.0.1",
+            ],
+        )
+        self._wait(proc, lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
+
+    def _wait_for_default_service_account(self) -> None:
+        # The ServiceAccount admission plugin refuses pods until this exists,
+        # and it only exists once the controller manager is working.
+        proc = next(p for p in self._procs if p.name == "kube-controller-manager")
+        self._wait(
+            proc,
+            lambda: bool(self._api_get("/api/v1/namespaces/default/serviceaccounts/default")),
+            "the default ServiceAccount",
+        )
+
+    # -- small API helpers -----------------------------------------------------
+
+    def _ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _api_get(self, path: str) -> str:
+        request = urllib.request.Request(
+            f"{self.server}{path}", headers={"Authorization": f"Bearer {self.token}"}
+        )
+        with urllib.request.urlopen(request, context=self._ssl(), timeout=5) as response:
+            return str(response.read().decode())
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        """Run the real kubectl against this control plane and return stdout."""
+        result = subprocess.run(
+            [str(self.tool("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise subprocess.CalledProcessError(
+                result.returncode, result.args, result.stdout, result.stderr
+            )
+        return result.stdout
+
+    def environ(self) -> Mapping[str, str]:
+        """Environment for child processes (kubectl, helm, Headroom) aimed at this cluster."""
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+
+    def processes(self) -> Iterator[tuple[str, int | None]]:
+        for proc in self._procs:
+            yield proc.name, proc.popen.poll()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return bool(response.status == 200)
+
+
+def _https_ok(url: str) -> bool:
+    # Component health ports serve a self-signed certificate of their own.
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with urllib.request.urlopen(url, context=context, timeout=2) as response:
+        return bool(response.status == 200)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Builds the test control plane from Go modules into a cache keyed by version:
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm.
+# Re-running is cheap: binaries already present are kept.
+#
+#   K8S_VERSION   Kubernetes release to build (default: pinned below)
+#   HEADROOM_CACHE  cache root (default: ~/.cache/headroom)
+# Prints the directory holding the binaries on its last line.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+K8S_VERSION=${K8S_VERSION:-$DEFAULT_K8S_VERSION}
+cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
+bin="$cache/k8s-$K8S_VERSION/bin"
+work="$cache/k8s-$K8S_VERSION/src"
+mkdir -p "$bin" "$work"
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+# kube binaries are large; trimming debug info halves link time and size.
+# Admission plugins read the version (PodSecurity parses major/minor), so stamp it.
+minor_num=${K8S_VERSION#v1.}; minor_num=${minor_num%%.*}
+vpkg=k8s.io/component-base/version
+ldflags="-s -w -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor_num -X $vpkg.gitTreeState=clean"
+
+log() { printf '[control-plane] %s\n' "$*" >&2; }
+
+build_kubernetes() {
+  local mod="$work/kubernetes" minor staging
+  local want=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  local missing=()
+  for b in "${want[@]}"; do [ -x "$bin/$b" ] || missing+=("$b"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "building ${missing[*]} from k8s.io/kubernetes@$K8S_VERSION"
+  mkdir -p "$mod"
+  minor="v0.${K8S_VERSION#v1.}"
+  # The staging modules are v0.0.0 + replace in k8s.io/kubernetes's own go.mod;
+  # a consumer must pin each to its published v0.X.Y. Derive the list from that go.mod.
+  local gomod
+  gomod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  staging=$(sed -nE 's#^\s*(k8s\.io/[A-Za-z0-9._-]+) => \./staging/.*#\1#p' "$gomod")
+  {
+    echo "module headroom.local/controlplane"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    for m in $staging; do echo "	$m => $m $minor"; done
+    echo ")"
+  } >"$mod/go.mod"
+  cat >"$mod/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  (cd "$mod" && go mod tidy -e >/dev/null 2>&1 || true)
+  for b in "${missing[@]}"; do
+    log "go build $b"
+    (cd "$mod" && go build -trimpath -ldflags "$ldflags" -o "$bin/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+    mv "$bin/$b.tmp" "$bin/$b"
+  done
+}
+
+build_etcd() {
+  [ -x "$bin/etcd" ] && return 0
+  local mod="$work/etcd"
+  log "building etcd from go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  mkdir -p "$mod"
+  cat >"$mod/go.mod" <<GOMOD
+module headroom.local/etcd
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+GOMOD
+  cat >"$mod/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  (cd "$mod" && go mod tidy >/dev/null && go build -trimpath -ldflags "-s -w" -o "$bin/etcd.tmp" .)
+  mv "$bin/etcd.tmp" "$bin/etcd"
+}
+
+go_install() {  # name module-path@version
+  local name=$1 pkg=$2
+  [ -x "$bin/$name" ] && return 0
+  log "building $name from $pkg"
+  GOBIN="$work/gobin" go install -trimpath -ldflags "-s -w" "$pkg"
+  mv "$work/gobin/$name" "$bin/$name"
+}
+
+build_etcd
+build_kubernetes
+go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+echo "$bin"

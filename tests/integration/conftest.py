@@ -1,0 +1,131 @@
+"""Fixtures for the integration tier: one real control plane per test session
+(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) and a
+fresh namespace per test."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from devcluster import ControlPlane, locate_binaries
+from devcluster.nodes import simulated_node
+
+logger = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "_artifacts"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@dataclass
+class Cluster:
+    """What integration tests get: the running control plane and helpers."""
+
+    plane: ControlPlane
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def server(self) -> str:
+        return self.plane.server
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.plane.bin_dir
+
+    @property
+    def ca_file(self) -> Path:
+        return self.plane.ca_file
+
+    @property
+    def token(self) -> str:
+        return self.plane.token
+
+    def api_client(self) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        return self.plane.kubectl(*args, input=input, check=check)
+
+    def apply(self, obj: dict[str, Any]) -> str:
+        return self.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(obj))
+
+    def create_node(self, name: str, **kwargs: Any) -> str:
+        """Create a KWOK-simulated node and wait until it is Ready."""
+        self.kubectl("create", "-f", "-", input=json.dumps(simulated_node(name, **kwargs)))
+        self.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
+        return name
+
+    def delete_node(self, name: str) -> None:
+        self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
+
+    def environ(self) -> dict[str, str]:
+        return dict(self.plane.environ())
+
+
+def eventually(
+    check: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.25, what: str = ""
+) -> Any:
+    """Poll ``check`` until it returns a truthy value; fail with the last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout}s waiting for {what or check}; last value: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    bin_dir = locate_binaries(build=True)
+    plane = ControlPlane(work_dir=tmp_path_factory.mktemp("control-plane"), bin_dir=bin_dir)
+    started = time.monotonic()
+    plane.start()
+    logger.info("control plane started in %.1fs", time.monotonic() - started)
+    try:
+        yield Cluster(plane)
+    finally:
+        plane.stop()
+        if request.session.testsfailed or os.environ.get("HEADROOM_KEEP_LOGS"):
+            kept = plane.keep_logs(ARTIFACTS / "control-plane-logs")
+            print(f"\ncontrol-plane logs kept in {kept}")
+
+
+@pytest.fixture
+def namespace(control_plane: Cluster) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    control_plane.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture(scope="session")
+def helm(control_plane: Cluster) -> Path:
+    path = control_plane.bin_dir / "helm"
+    assert shutil.which(str(path)), f"helm missing in {control_plane.bin_dir}"
+    return path

@@ -1,0 +1,166 @@
+"""The HeadroomConfig CRD, installed from its chart by the real helm, against
+the real API server: schema defaults, CEL rules, printer columns, keep policy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import REPO, Cluster
+
+CRD = "headroomconfigs.kube-headroom.dev"
+
+
+def _config(name: str = "cluster", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kube-headroom.dev/v1alpha1",
+        "kind": "HeadroomConfig",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _create(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            str(cluster.bin_dir / "kubectl"),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "create",
+            "-f",
+            "-",
+        ],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def run_helm(cluster: Cluster, helm_bin: Path, *args: str) -> str:
+    result = subprocess.run(
+        [str(helm_bin), *args],
+        env=cluster.environ(),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: Cluster, helm: Path) -> None:
+    run_helm(
+        control_plane,
+        helm,
+        "upgrade",
+        "--install",
+        "kube-headroom-crds",
+        "chart/kube-headroom-crds",
+    )
+    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
+
+
+@pytest.fixture
+def clean_config(control_plane: Cluster, crd: None) -> Iterator[None]:
+    control_plane.kubectl("delete", "hcfg", "--all", "--ignore-not-found")
+    yield
+    control_plane.kubectl("delete", "hcfg", "--all", "--ignore-not-found")
+
+
+def test_empty_spec_reads_back_with_every_default(
+    control_plane: Cluster, clean_config: None
+) -> None:
+    created = _create(control_plane, _config())
+    assert created.returncode == 0, created.stderr
+    spec = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))["spec"]
+    assert spec == {
+        "policy": "Proportional",
+        "dryRun": True,
+        "minBurstFloor": "1",
+        "maxMultiplier": "10",
+        "quantum": "10m",
+        "deadband": {"growPercent": 10, "shrinkPercent": 5},
+        "debouncePeriod": "2s",
+        "backoffPeriod": "5m",
+        "rateLimits": {"perNodePatchesPerSecond": 10, "clientQPS": 50, "clientBurst": 100},
+        "webhook": {"enabled": True, "initialMultiplier": "2"},
+        "excludedNamespaces": ["kube-system"],
+        "excludedOwners": [],
+    }
+
+
+def test_defaults_fill_a_partly_given_parent(control_plane: Cluster, clean_config: None) -> None:
+    created = _create(control_plane, _config(deadband={"growPercent": 20}, webhook={}))
+    assert created.returncode == 0, created.stderr
+    spec = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))["spec"]
+    assert spec["deadband"] == {"growPercent": 20, "shrinkPercent": 5}
+    assert spec["webhook"] == {"enabled": True, "initialMultiplier": "2"}
+
+
+def test_printer_columns(control_plane: Cluster, clean_config: None) -> None:
+    assert _create(control_plane, _config()).returncode == 0
+    control_plane.kubectl(
+        "patch", "hcfg", "cluster", "--subresource=status", "--type=merge",
+        "-p", '{"status":{"managedPods":42}}',
+    )  # fmt: skip
+    header, row = control_plane.kubectl("get", "hcfg").strip().splitlines()
+    assert header.split() == ["NAME", "POLICY", "DRYRUN", "MANAGEDPODS", "AGE"]
+    assert row.split()[:4] == ["cluster", "Proportional", "true", "42"]
+
+
+def test_only_the_name_cluster_is_accepted(control_plane: Cluster, clean_config: None) -> None:
+    created = _create(control_plane, _config(name="other"))
+    assert created.returncode != 0
+    assert "metadata.name must be 'cluster'" in created.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "accepted"),
+    [
+        pytest.param({"maxMultiplier": "1000"}, False, id="maxMultiplier-1000"),
+        pytest.param({"maxMultiplier": "100"}, True, id="maxMultiplier-100"),
+        pytest.param({"maxMultiplier": "0"}, True, id="maxMultiplier-0-disables"),
+        pytest.param({"maxMultiplier": "-1"}, False, id="maxMultiplier-negative"),
+        pytest.param({"maxMultiplier": 5}, True, id="maxMultiplier-integer"),
+        pytest.param({"webhook": {"initialMultiplier": "101"}}, False, id="initialMultiplier-101"),
+        pytest.param({"webhook": {"initialMultiplier": "100"}}, True, id="initialMultiplier-100"),
+        pytest.param({"quantum": "0"}, False, id="quantum-0"),
+        pytest.param({"quantum": "abc"}, False, id="quantum-not-a-quantity"),
+        pytest.param({"deadband": {"growPercent": 101}}, False, id="growPercent-101"),
+        pytest.param({"rateLimits": {"clientQPS": 0}}, False, id="clientQPS-0"),
+        pytest.param({"policy": "Greedy"}, False, id="policy-unknown"),
+        pytest.param({"debouncePeriod": "2 seconds"}, False, id="debounce-not-a-duration"),
+        pytest.param({"excludedOwners": [{"name": "x"}]}, False, id="owner-without-kind"),
+    ],
+)
+def test_schema_rules(
+    control_plane: Cluster, clean_config: None, spec: dict[str, Any], accepted: bool
+) -> None:
+    created = _create(control_plane, _config(**spec))
+    assert (created.returncode == 0) is accepted, created.stderr
+
+
+def test_uninstalling_the_chart_keeps_the_crd_and_the_config(
+    control_plane: Cluster, helm: Path, clean_config: None
+) -> None:
+    assert _create(control_plane, _config()).returncode == 0
+    run_helm(control_plane, helm, "uninstall", "kube-headroom-crds")
+    kept = control_plane.kubectl("get", "crd", CRD, "-o", "name").strip()
+    assert kept == f"customresourcedefinition.apiextensions.k8s.io/{CRD}"
+    assert control_plane.kubectl("get", "hcfg", "cluster", "-o", "name").strip()
+    # Reinstalling adopts the kept CRD again.
+    run_helm(
+        control_plane,
+        helm,
+        "upgrade",
+        "--install",
+        "kube-headroom-crds",
+        "chart/kube-headroom-crds",
+    )
