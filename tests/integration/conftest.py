@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from devcluster.nodes import simulated_node
 logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "_artifacts"
+CRD = "headroomconfigs.kube-headroom.dev"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -129,3 +131,32 @@ def helm(control_plane: Cluster) -> Path:
     path = control_plane.bin_dir / "helm"
     assert shutil.which(str(path)), f"helm missing in {control_plane.bin_dir}"
     return path
+
+
+def run_helm(cluster: Cluster, helm_bin: Path, *args: str) -> str:
+    """Run the real helm against the control plane from the repository root."""
+    result = subprocess.run(
+        [str(helm_bin), *args],
+        env=cluster.environ(),
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def headroom_crd(control_plane: Cluster, helm: Path) -> str:
+    """The HeadroomConfig CRD, installed from its chart; returns its name."""
+    run_helm(
+        control_plane,
+        helm,
+        "upgrade",
+        "--install",
+        "kube-headroom-crds",
+        "chart/kube-headroom-crds",
+    )
+    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
+    return CRD

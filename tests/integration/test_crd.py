@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import REPO, Cluster
-
-CRD = "headroomconfigs.kube-headroom.dev"
+from tests.integration.conftest import CRD, Cluster, run_helm
 
 
 def _config(name: str = "cluster", **spec: Any) -> dict[str, Any]:
@@ -41,34 +39,8 @@ def _create(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProces
     )
 
 
-def run_helm(cluster: Cluster, helm_bin: Path, *args: str) -> str:
-    result = subprocess.run(
-        [str(helm_bin), *args],
-        env=cluster.environ(),
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=REPO,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: Cluster, helm: Path) -> None:
-    run_helm(
-        control_plane,
-        helm,
-        "upgrade",
-        "--install",
-        "kube-headroom-crds",
-        "chart/kube-headroom-crds",
-    )
-    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
-
-
 @pytest.fixture
-def clean_config(control_plane: Cluster, crd: None) -> Iterator[None]:
+def clean_config(control_plane: Cluster, headroom_crd: str) -> Iterator[None]:
     control_plane.kubectl("delete", "hcfg", "--all", "--ignore-not-found")
     yield
     control_plane.kubectl("delete", "hcfg", "--all", "--ignore-not-found")
