@@ -72,7 +72,7 @@ uninstall: ## Uninstall the CRD chart (the CRD itself is kept: resource-policy k
 .PHONY: deploy
 deploy: ## Install the operator chart: make deploy IMG=registry/kube-headroom:tag
 	$(HELM) upgrade --install kube-headroom chart/kube-headroom \
-	  --namespace $(NAMESPACE) --create-namespace \
+	  --namespace $(NAMESPACE) --create-namespace --wait \
 	  --set image.repository=$(firstword $(subst :, ,$(IMG))) \
 	  --set image.tag=$(or $(word 2,$(subst :, ,$(IMG))),latest)
 

@@ -5,7 +5,7 @@ real processes built from Go modules (``hack/build-control-plane.sh``); nothing
 here imitates the API server.
 """
 
-from devcluster.binaries import BinaryNotFoundError, locate_binaries
+from devcluster.binaries import BinaryNotFoundError, crds_dir, locate_binaries
 from devcluster.controlplane import ControlPlane
 
-__all__ = ["BinaryNotFoundError", "ControlPlane", "locate_binaries"]
+__all__ = ["BinaryNotFoundError", "ControlPlane", "crds_dir", "locate_binaries"]

@@ -49,6 +49,11 @@ def _missing(directory: Path) -> list[str]:
     return [name for name in REQUIRED if not os.access(directory / name, os.X_OK)]
 
 
+def crds_dir(bin_dir: Path) -> Path:
+    """Third-party CRDs (cert-manager, prometheus-operator, VPA) fetched beside the binaries."""
+    return Path(os.environ.get("HEADROOM_THIRD_PARTY_CRDS", bin_dir.parent / "crds"))
+
+
 def locate_binaries(*, build: bool = True) -> Path:
     """Return the directory holding every control-plane binary.
 
@@ -68,6 +73,8 @@ def locate_binaries(*, build: bool = True) -> Path:
         return directory
     directory = default_bin_dir()
     missing = _missing(directory)
+    if not (crds_dir(directory) / ".complete").exists():
+        missing.append("third-party CRDs")
     if missing and build:
         logger.info("building control-plane binaries: %s", ", ".join(missing))
         env = {**os.environ, "K8S_VERSION": kubernetes_version()}

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import KWOK_NODE_ANNOTATION
+
+KUBELET_VERSION_ANNOTATION = "devcluster.kube-headroom.dev/kubelet-version"
 
 
 def simulated_node(
@@ -19,10 +22,13 @@ def simulated_node(
     kubelet_version: str | None = None,
 ) -> dict[str, Any]:
     """A Node manifest for KWOK. ``os`` sets kubernetes.io/os (the resize
-    admission plugin requires linux on the node a pod is bound to)."""
-    annotations = {KWOK_NODE_ANNOTATION: "fake"}
-    if kubelet_version:
-        annotations["headroom.dev/kubelet-version"] = kubelet_version
+    admission plugin requires linux on the node a pod is bound to); the kubelet
+    version defaults to the control plane's."""
+    annotations = {
+        KWOK_NODE_ANNOTATION: "fake",
+        # Read by the KWOK node stage into status.nodeInfo.kubeletVersion.
+        KUBELET_VERSION_ANNOTATION: kubelet_version or kubernetes_version(),
+    }
     resources = {"cpu": cpu, "memory": memory, "pods": pods}
     return {
         "apiVersion": "v1",

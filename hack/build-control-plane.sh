@@ -97,16 +97,45 @@ GO
   mv "$bin/etcd.tmp" "$bin/etcd"
 }
 
-go_install() {  # name module-path@version
-  local name=$1 pkg=$2
+go_install() {  # name module-path@version [extra ldflags]
+  local name=$1 pkg=$2 extra=${3:-}
   [ -x "$bin/$name" ] && return 0
   log "building $name from $pkg"
-  GOBIN="$work/gobin" go install -trimpath -ldflags "-s -w" "$pkg"
+  GOBIN="$work/gobin" go install -trimpath -ldflags "-s -w $extra" "$pkg"
   mv "$work/gobin/$name" "$bin/$name"
+}
+
+# CRDs of cert-manager, prometheus-operator and the VerticalPodAutoscaler, copied
+# verbatim from their modules' deploy manifests.
+fetch_crds() {
+  local crds="$cache/k8s-$K8S_VERSION/crds" dir
+  [ -f "$crds/.complete" ] && return 0
+  mkdir -p "$crds"
+  moddir() { (cd "$work" && go mod download -json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); }
+  log "fetching third-party CRDs"
+  dir=$(moddir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
+  for f in certificates certificaterequests issuers clusterissuers; do
+    cp "$dir/deploy/crds/cert-manager.io_$f.yaml" "$crds/cert-manager.io_$f.yaml"
+  done
+  dir=$(moddir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
+  for f in servicemonitors prometheusrules; do
+    cp "$dir/example/prometheus-operator-crd/monitoring.coreos.com_$f.yaml" "$crds/"
+  done
+  dir=$(moddir "k8s.io/autoscaler/vertical-pod-autoscaler@$VPA_VERSION")
+  cp "$dir/deploy/vpa-v1-crd-gen.yaml" "$crds/autoscaling.k8s.io_verticalpodautoscalers.yaml"
+  chmod u+w "$crds"/*.yaml
+  touch "$crds/.complete"
 }
 
 build_etcd
 build_kubernetes
 go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+# helm's default capabilities (what `helm template` renders for) otherwise claim an
+# old Kubernetes; match the control plane so kubeVersion constraints hold offline.
+helm_k8s=""
+for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+  helm_k8s="$helm_k8s -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor_num"
+done
+go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_k8s"
+fetch_crds
 echo "$bin"

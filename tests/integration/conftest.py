@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from devcluster import ControlPlane, locate_binaries
+from devcluster import ControlPlane, crds_dir, locate_binaries
 from devcluster.nodes import simulated_node
 
 logger = logging.getLogger(__name__)
@@ -160,3 +160,21 @@ def headroom_crd(control_plane: Cluster, helm: Path) -> str:
     )
     control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
     return CRD
+
+
+@pytest.fixture(scope="session")
+def third_party_crds(control_plane: Cluster) -> list[str]:
+    """cert-manager, prometheus-operator and VPA CRDs, from their own Go modules."""
+    directory = crds_dir(control_plane.bin_dir)
+    files = sorted(directory.glob("*.yaml"))
+    assert files, f"no third-party CRDs in {directory}; run hack/build-control-plane.sh"
+    for path in files:
+        control_plane.kubectl("apply", "--server-side", "-f", str(path))
+    names = [
+        line.split("/", 1)[1]
+        for path in files
+        for line in control_plane.kubectl("get", "-f", str(path), "-o", "name").split()
+    ]
+    for name in names:
+        control_plane.kubectl("wait", f"crd/{name}", "--for=condition=Established", "--timeout=60s")
+    return names

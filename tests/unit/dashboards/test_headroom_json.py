@@ -1,0 +1,136 @@
+"""dashboards/headroom.json: valid Grafana JSON that queries only series that exist."""
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.dashboards.promql import (
+    CADVISOR_THROTTLING,
+    matcher_labels,
+    queryable_series,
+    series_names,
+    unknown_series,
+)
+
+DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "headroom.json"
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$")
+
+
+def dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return loaded
+
+
+def panels(container: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in container.get("panels", []):
+        yield panel
+        yield from panels(panel)
+
+
+def panel_exprs() -> list[tuple[str, str]]:
+    return [
+        (panel["title"], target["expr"])
+        for panel in panels(dashboard())
+        for target in panel.get("targets", [])
+    ]
+
+
+def variable_selectors() -> list[tuple[str, str]]:
+    """(label, selector) of every label_values(...) template variable."""
+    found = []
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        match = _LABEL_VALUES.match(variable["query"]["query"])
+        assert match, variable["name"]
+        found.append((match["label"], match["selector"]))
+    return found
+
+
+def test_dashboard_is_a_grafana_dashboard() -> None:
+    board = dashboard()
+    assert board["title"] == "Headroom"
+    assert board["uid"]
+    ids = [panel["id"] for panel in panels(board)]
+    assert len(ids) == len(set(ids))
+    for panel in panels(board):
+        assert {"h", "w", "x", "y"} <= set(panel["gridPos"])
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["targets"]
+
+
+def test_every_query_uses_exported_series_only() -> None:
+    exprs = panel_exprs() + [(label, selector) for label, selector in variable_selectors()]
+    assert exprs
+    for title, expr in exprs:
+        assert series_names(expr), f"{title}: no series in {expr!r}"
+        assert unknown_series(expr) == set(), f"{title}: {expr!r}"
+
+
+def test_matchers_use_labels_the_series_carry() -> None:
+    series = queryable_series()
+    for title, expr in panel_exprs():
+        for name, labels in matcher_labels(expr).items():
+            if name != CADVISOR_THROTTLING:
+                assert labels <= series[name], f"{title}: {name} has no label {labels}"
+
+
+def test_template_variables_read_labels_the_series_carry() -> None:
+    series = queryable_series()
+    for label, selector in variable_selectors():
+        (name,) = series_names(selector)
+        assert label in series[name]
+
+
+def test_limit_is_overlaid_on_throttling_in_one_panel() -> None:
+    overlays = [
+        title
+        for title, _ in panel_exprs()
+        if {"headroom_pod_limit_cores", CADVISOR_THROTTLING}
+        <= {s for t, e in panel_exprs() if t == title for s in series_names(e)}
+    ]
+    assert overlays
+
+
+@pytest.mark.parametrize(
+    ("what", "pattern"),
+    [
+        ("node factor", r"headroom_node_factor"),
+        ("node slack", r"headroom_node_slack_cores"),
+        ("resize outcomes by result", r"by \(result\).*headroom_resizes_total"),
+        (
+            "reconcile p99",
+            r"histogram_quantile\(0\.99,.*headroom_reconcile_duration_seconds_bucket",
+        ),
+        ("managed pods", r"headroom_pods_managed"),
+    ],
+    ids=["node-factor", "node-slack", "resizes-by-result", "reconcile-p99", "managed-pods"],
+)
+def test_dashboard_shows(what: str, pattern: str) -> None:
+    assert any(re.search(pattern, expr) for _, expr in panel_exprs()), what
+
+
+@pytest.mark.parametrize(
+    ("expr", "series"),
+    [
+        ("max(headroom_pods_managed)", {"headroom_pods_managed"}),
+        (
+            "sum by (namespace, pod) (rate(container_cpu_cfs_throttled_periods_total"
+            '{pod=~"$pod"}[$__rate_interval]))',
+            {CADVISOR_THROTTLING},
+        ),
+        (
+            "histogram_quantile(0.99, sum by (le) (rate(x_bucket[5m]))) > 1.5e3",
+            {"x_bucket"},
+        ),
+        ('a{result="or"} / on (node) group_left b offset 5m', {"a", "b"}),
+    ],
+    ids=["aggregation", "grafana-variables", "numbers-and-functions", "keywords-and-strings"],
+)
+def test_promql_reader_finds_the_series(expr: str, series: set[str]) -> None:
+    assert series_names(expr) == series
