@@ -1,0 +1,1 @@
+"""``kubectl headroom``: preflight checks, explanations and status for operators."""

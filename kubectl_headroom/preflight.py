@@ -1,0 +1,207 @@
+"""The runbook's preflight as pure checks over a ClusterState.
+
+Blockers are what would make Headroom misbehave if the namespace were enrolled
+now (a ``limits.cpu`` quota, a control plane or kubelet too old to resize, no
+cert-manager); warnings are what narrows what Headroom can do (Windows or
+static-CPU-manager nodes, LimitRange caps, VPAs that control limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from app.config import Settings
+from app.eligibility import node_excluded, vpa_controls_limits
+from app.labels import OS_LABEL, OS_WINDOWS
+from app.limitrange import limit_range_caps
+from app.quantity import format_cpu_millis
+from kubectl_headroom.state import ClusterState
+from kubectl_headroom.versions import MINIMUM, major_minor, supported
+
+RUNBOOK = "docs/operator-runbook.md#preflight"
+_MIN = f"{MINIMUM[0]}.{MINIMUM[1]}"
+# Labels operators and node-feature tooling commonly use to mark nodes whose
+# kubelet runs a static CPU or Memory Manager policy.
+_STATIC_MANAGER_LABELS = (
+    "kubernetes.io/cpu-manager-policy",
+    "cpumanager.kubernetes.io/policy",
+    "node.kubernetes.io/cpu-manager-policy",
+    "kubernetes.io/memory-manager-policy",
+    "node.kubernetes.io/memory-manager-policy",
+)
+
+
+class Severity(StrEnum):
+    BLOCKER = "blocker"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: Severity
+    subject: str
+    message: str
+    fix: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "severity": str(self.severity)}
+
+
+def preflight(
+    state: ClusterState, *, settings: Settings, planned: Collection[str] = ()
+) -> list[Finding]:
+    """Every finding, blockers first. ``planned`` are namespaces about to be enrolled."""
+    scope = set(state.managed_namespaces(settings)) | set(planned)
+    findings = [
+        *_server_version(state),
+        *_nodes(state, settings),
+        *_quotas(state, scope),
+        *_limit_ranges(state, scope),
+        *_vpas(state, scope),
+        *_cert_manager(state),
+    ]
+    order = {Severity.BLOCKER: 0, Severity.WARNING: 1, Severity.INFO: 2}
+    return sorted(findings, key=lambda f: order[f.severity])
+
+
+def _server_version(state: ClusterState) -> Iterator[Finding]:
+    ok = supported(state.server_version)
+    if ok is False:
+        yield Finding(
+            "server-version",
+            Severity.BLOCKER,
+            "kube-apiserver",
+            f"server is {state.server_version}; in-place pod resize needs ≥ {_MIN}",
+            f"upgrade the control plane to {_MIN} or newer",
+        )
+    elif ok is None:
+        yield Finding(
+            "server-version",
+            Severity.WARNING,
+            "kube-apiserver",
+            f"cannot parse server version {state.server_version!r}",
+            f"confirm the control plane is {_MIN} or newer",
+        )
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels: Mapping[str, str] = obj.get("metadata", {}).get("labels") or {}
+    return labels
+
+
+def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
+    for node in state.nodes:
+        name = node["metadata"]["name"]
+        labels = _labels(node)
+        if labels.get(OS_LABEL) == OS_WINDOWS:
+            yield Finding(
+                "windows-node",
+                Severity.WARNING,
+                f"node/{name}",
+                "Windows node: in-place resize is unsupported, so its pods are never managed",
+                "keep workloads that need Headroom on Linux nodes",
+            )
+            continue
+        static = [key for key in _STATIC_MANAGER_LABELS if labels.get(key, "").lower() == "static"]
+        if static and not node_excluded(settings, labels):
+            yield Finding(
+                "static-resource-manager",
+                Severity.WARNING,
+                f"node/{name}",
+                f"labelled {static[0]}=static: resize is refused under a static CPU/Memory "
+                "Manager policy",
+                "add the node to spec.excludedNodeSelector in HeadroomConfig/cluster",
+            )
+        if node_excluded(settings, labels):
+            continue
+        kubelet = str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", ""))
+        if supported(kubelet) is False:
+            version = major_minor(kubelet)
+            yield Finding(
+                "kubelet-version",
+                Severity.BLOCKER,
+                f"node/{name}",
+                f"kubelet {kubelet} ({version}) cannot actuate an in-place resize (needs ≥ {_MIN})",
+                f"upgrade the node to {_MIN}+ or exclude it with spec.excludedNodeSelector",
+            )
+
+
+def _quotas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
+    for quota in state.quotas:
+        meta = quota["metadata"]
+        hard = quota.get("spec", {}).get("hard") or {}
+        if "limits.cpu" not in hard:
+            continue
+        namespace = meta["namespace"]
+        subject = f"resourcequota/{namespace}/{meta['name']}"
+        fix = f"replace limits.cpu with requests.cpu in spec.hard (see {RUNBOOK})"
+        if namespace in scope:
+            yield Finding(
+                "limits-cpu-quota",
+                Severity.BLOCKER,
+                subject,
+                f"limits.cpu={hard['limits.cpu']} in a managed namespace: raises consume "
+                "tenant quota and over-budget raises fail with 403",
+                fix,
+            )
+        else:
+            yield Finding(
+                "limits-cpu-quota",
+                Severity.INFO,
+                subject,
+                f"limits.cpu={hard['limits.cpu']}; the namespace cannot be enrolled until it goes",
+                fix,
+            )
+
+
+def _limit_ranges(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
+    for limit_range in state.limit_ranges:
+        meta = limit_range["metadata"]
+        if meta["namespace"] not in scope:
+            continue
+        caps = limit_range_caps([limit_range])
+        bounds = [
+            f"{kind} max {format_cpu_millis(value)}"
+            for kind, value in (("container", caps.container_max_m), ("pod", caps.pod_max_m))
+            if value is not None
+        ]
+        if bounds:
+            yield Finding(
+                "limitrange-max",
+                Severity.WARNING,
+                f"limitrange/{meta['namespace']}/{meta['name']}",
+                f"{', '.join(bounds)} caps the ceiling Headroom can set",
+                "expected if intended; tell tenants why their limit plateaus there",
+            )
+
+
+def _vpas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
+    for vpa in state.vpas or ():
+        meta = vpa["metadata"]
+        if meta["namespace"] in scope and vpa_controls_limits(vpa):
+            target = vpa.get("spec", {}).get("targetRef") or {}
+            yield Finding(
+                "vpa-controls-limits",
+                Severity.WARNING,
+                f"verticalpodautoscaler/{meta['namespace']}/{meta['name']}",
+                f"controls limits of {target.get('kind', '?')}/{target.get('name', '?')}; "
+                "Headroom leaves those pods alone",
+                "set controlledValues: RequestsOnly on every container policy",
+            )
+
+
+def _cert_manager(state: ClusterState) -> Iterator[Finding]:
+    if not state.cert_manager:
+        yield Finding(
+            "cert-manager",
+            Severity.BLOCKER,
+            "certificates.cert-manager.io",
+            "cert-manager is not installed; it issues the webhook serving certificate",
+            "install cert-manager, or install the chart with certmanager.enable=false "
+            "and webhook.caBundle/webhook.certSecretName",
+        )

@@ -1,0 +1,96 @@
+"""A read-only snapshot of what the plugin inspects, fetched as plain JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.config import ConfigError, Settings, parse_config
+from app.eligibility import namespace_enrolled
+from app.kube.http import ApiError, KubeHttp
+from app.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+
+Obj = Mapping[str, Any]
+CERT_MANAGER_CRD = "certificates.cert-manager.io"
+VPA_PATH = "/apis/autoscaling.k8s.io/v1/verticalpodautoscalers"
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    server_version: str
+    nodes: Sequence[Obj]
+    namespaces: Sequence[Obj]
+    quotas: Sequence[Obj]
+    limit_ranges: Sequence[Obj]
+    # None when the VerticalPodAutoscaler API is not served.
+    vpas: Sequence[Obj] | None
+    cert_manager: bool
+    config: Obj | None
+
+    def settings(self) -> tuple[Settings, str | None]:
+        """The config's settings, or the defaults and the reason they were used."""
+        if self.config is None:
+            return parse_config(None), None
+        try:
+            return parse_config(self.config), None
+        except ConfigError as err:
+            return parse_config(None), f"HeadroomConfig/{CONFIG_NAME} is invalid: {err}"
+
+    def managed_namespaces(self, settings: Settings) -> list[str]:
+        return sorted(
+            ns["metadata"]["name"]
+            for ns in self.namespaces
+            if namespace_enrolled(
+                settings,
+                name=ns["metadata"]["name"],
+                labels=ns["metadata"].get("labels") or {},
+            )
+        )
+
+
+async def _items(http: KubeHttp, path: str) -> list[Obj]:
+    items: list[Obj] = []
+    params: dict[str, str] = {"limit": "500"}
+    while True:
+        page = await http.get(path, params=params)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        params = {"limit": "500", "continue": token}
+
+
+async def _optional(http: KubeHttp, path: str) -> Obj | None:
+    try:
+        return await http.get(path)
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+async def _optional_items(http: KubeHttp, path: str) -> list[Obj] | None:
+    try:
+        return await _items(http, path)
+    except ApiError as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+async def fetch_state(http: KubeHttp) -> ClusterState:
+    version = await http.get("/version")
+    crd = await _optional(
+        http, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CERT_MANAGER_CRD}"
+    )
+    return ClusterState(
+        server_version=str(version.get("gitVersion", "")),
+        nodes=await _items(http, "/api/v1/nodes"),
+        namespaces=await _items(http, "/api/v1/namespaces"),
+        quotas=await _items(http, "/api/v1/resourcequotas"),
+        limit_ranges=await _items(http, "/api/v1/limitranges"),
+        vpas=await _optional_items(http, VPA_PATH),
+        cert_manager=crd is not None,
+        config=await _optional(http, f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"),
+    )

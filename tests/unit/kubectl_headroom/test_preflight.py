@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from app.config import parse_config
+from kubectl_headroom.preflight import Severity, preflight
+from kubectl_headroom.state import ClusterState
+from tests.unit.app import builders as b
+
+
+def _node(name: str = "node-1", *, kubelet: str = "v1.37.2", **labels: str) -> dict[str, Any]:
+    node = b.node(name, labels={"kubernetes.io/os": "linux", **labels})
+    node["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
+    return node
+
+
+def state(
+    *,
+    server: str = "v1.37.2",
+    nodes: Sequence[dict[str, Any]] | None = None,
+    namespaces: Sequence[dict[str, Any]] | None = None,
+    quotas: Sequence[dict[str, Any]] = (),
+    limit_ranges: Sequence[dict[str, Any]] = (),
+    vpas: Sequence[dict[str, Any]] | None = (),
+    cert_manager: bool = True,
+    config: dict[str, Any] | None = None,
+) -> ClusterState:
+    return ClusterState(
+        server_version=server,
+        nodes=list(nodes if nodes is not None else [_node()]),
+        namespaces=list(
+            namespaces
+            if namespaces is not None
+            else [b.namespace("team-a"), b.namespace("other", labels={})]
+        ),
+        quotas=list(quotas),
+        limit_ranges=list(limit_ranges),
+        vpas=None if vpas is None else list(vpas),
+        cert_manager=cert_manager,
+        config=config,
+    )
+
+
+def checks(cluster: ClusterState, **kwargs: Any) -> list[tuple[str, Severity, str]]:
+    settings, _ = cluster.settings()
+    return [
+        (f.check, f.severity, f.subject) for f in preflight(cluster, settings=settings, **kwargs)
+    ]
+
+
+def test_clean_cluster_has_no_findings() -> None:
+    assert checks(state()) == []
+
+
+@pytest.mark.parametrize(
+    ("cluster", "expected"),
+    [
+        pytest.param(
+            state(server="v1.34.3"),
+            ("server-version", Severity.BLOCKER, "kube-apiserver"),
+            id="old-server",
+        ),
+        pytest.param(
+            state(server="weird"),
+            ("server-version", Severity.WARNING, "kube-apiserver"),
+            id="unparseable-server",
+        ),
+        pytest.param(
+            state(nodes=[_node("old", kubelet="v1.33.1")]),
+            ("kubelet-version", Severity.BLOCKER, "node/old"),
+            id="old-kubelet",
+        ),
+        pytest.param(
+            state(nodes=[_node("win", **{"kubernetes.io/os": "windows"})]),
+            ("windows-node", Severity.WARNING, "node/win"),
+            id="windows",
+        ),
+        pytest.param(
+            state(nodes=[_node("numa", **{"kubernetes.io/cpu-manager-policy": "static"})]),
+            ("static-resource-manager", Severity.WARNING, "node/numa"),
+            id="static-cpu-manager",
+        ),
+        pytest.param(
+            state(quotas=[b.resource_quota("q", namespace="team-a", hard={"limits.cpu": "4"})]),
+            ("limits-cpu-quota", Severity.BLOCKER, "resourcequota/team-a/q"),
+            id="limits-quota-in-managed-namespace",
+        ),
+        pytest.param(
+            state(quotas=[b.resource_quota("q", namespace="other", hard={"limits.cpu": "4"})]),
+            ("limits-cpu-quota", Severity.INFO, "resourcequota/other/q"),
+            id="limits-quota-elsewhere",
+        ),
+        pytest.param(
+            state(limit_ranges=[b.limit_range("lr", namespace="team-a", container_max_cpu="2")]),
+            ("limitrange-max", Severity.WARNING, "limitrange/team-a/lr"),
+            id="limitrange-max",
+        ),
+        pytest.param(
+            state(vpas=[b.vpa("web", namespace="team-a")]),
+            ("vpa-controls-limits", Severity.WARNING, "verticalpodautoscaler/team-a/web"),
+            id="vpa-requests-and-limits",
+        ),
+        pytest.param(
+            state(cert_manager=False),
+            ("cert-manager", Severity.BLOCKER, "certificates.cert-manager.io"),
+            id="no-cert-manager",
+        ),
+    ],
+)
+def test_each_problem_is_found(cluster: ClusterState, expected: tuple[str, Severity, str]) -> None:
+    assert checks(cluster) == [expected]
+
+
+def test_planned_namespaces_are_checked_like_managed_ones() -> None:
+    cluster = state(quotas=[b.resource_quota("q", namespace="other", hard={"limits.cpu": "4"})])
+    assert checks(cluster, planned=["other"]) == [
+        ("limits-cpu-quota", Severity.BLOCKER, "resourcequota/other/q")
+    ]
+
+
+def test_requests_only_vpa_and_unmanaged_limit_ranges_are_fine() -> None:
+    requests_only = b.vpa(
+        "web",
+        namespace="team-a",
+        container_policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}],
+    )
+    cluster = state(
+        vpas=[requests_only],
+        limit_ranges=[b.limit_range("lr", namespace="other", container_max_cpu="2")],
+    )
+    assert checks(cluster) == []
+
+
+def test_nodes_excluded_by_the_config_are_not_version_checked() -> None:
+    config = b.headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"pool": "legacy"}}})
+    cluster = state(nodes=[_node("old", kubelet="v1.30.0", pool="legacy")], config=config)
+    assert checks(cluster) == []
+
+
+def test_blockers_sort_first() -> None:
+    cluster = state(
+        nodes=[_node("win", **{"kubernetes.io/os": "windows"})],
+        cert_manager=False,
+    )
+    assert [c[1] for c in checks(cluster)] == [Severity.BLOCKER, Severity.WARNING]
+
+
+def test_an_invalid_config_falls_back_to_defaults_with_a_reason() -> None:
+    cluster = state(config=b.headroom_config(spec={"quantum": "0"}))
+    settings, problem = cluster.settings()
+    assert settings == parse_config(None)
+    assert problem is not None
+    assert "spec.quantum" in problem

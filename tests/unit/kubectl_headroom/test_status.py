@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from typing import Any
+
+from app.config import parse_config
+from kubectl_headroom.status import summarize
+from kubectl_headroom.versions import major_minor, supported
+from tests.unit.app import builders as b
+
+
+def _event(reason: str, at: str, pod: str = "web-1", message: str = "m") -> dict[str, Any]:
+    return {
+        "reason": reason,
+        "lastTimestamp": at,
+        "involvedObject": {"kind": "Pod", "namespace": "team-a", "name": pod},
+        "message": message,
+    }
+
+
+def test_status_counts_outcomes_and_keeps_the_latest() -> None:
+    config = b.headroom_config(spec={"dryRun": False})
+    config["status"] = {
+        "managedPods": 3,
+        "managedNodes": 1,
+        "conditions": [
+            {"type": "Ready", "status": "True", "message": "enforcing; managing 3 pods on 1 nodes"}
+        ],
+    }
+    events = [
+        _event("CPULimitAdjusted", "2026-01-01T00:00:02Z", message="1500m -> 3000m"),
+        _event("ResizeForbidden", "2026-01-01T00:00:03Z"),
+        _event("Scheduled", "2026-01-01T00:00:01Z"),
+        _event("CPULimitAdjusted", "2026-01-01T00:00:01Z"),
+    ]
+    status = summarize(
+        config=config,
+        settings=parse_config(config),
+        managed_namespaces=["team-a"],
+        events=events,
+        recent=2,
+    )
+    assert status.mode == "enforcing"
+    assert status.ready == "enforcing; managing 3 pods on 1 nodes"
+    assert (status.managed_pods, status.managed_nodes) == (3, 1)
+    assert status.outcomes == {"CPULimitAdjusted": 2, "ResizeInfeasible": 0, "ResizeForbidden": 1}
+    assert [r["reason"] for r in status.recent] == ["CPULimitAdjusted", "ResizeForbidden"]
+    assert status.recent[0]["message"] == "1500m -> 3000m"
+    assert status.as_dict()["managedNamespaces"] == ["team-a"]
+
+
+def test_status_without_config_is_dry_run_and_says_so() -> None:
+    status = summarize(config=None, settings=parse_config(None), managed_namespaces=[], events=[])
+    assert status.mode == "dry-run"
+    assert not status.configured
+    assert "no status yet" in status.ready
+
+
+def test_versions() -> None:
+    assert major_minor("v1.35.4") == (1, 35)
+    assert major_minor("1.36") == (1, 36)
+    assert major_minor("v1.37.2-eks.3") == (1, 37)
+    assert major_minor("simulated") is None
+    assert supported("v1.34.9") is False
+    assert supported("v1.35.0") is True
+    assert supported("") is None
