@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from app.config import Settings
+from app.explain import factor_text
 from app.kube.config import KubeConfigError, async_api_client
 from app.kube.http import ApiError, KubeHttp
+from app.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
+from kubectl_headroom.explain import as_dict, explain_pod, render
 from kubectl_headroom.preflight import Severity, preflight
-from kubectl_headroom.state import fetch_state
-from kubectl_headroom.status import summarize
-from kubectl_headroom.table import render
+from kubectl_headroom.state import ClusterState, fetch_state
+from kubectl_headroom.status import event_time, summarize
+from kubectl_headroom.table import render as render_table
 
 EXIT_BLOCKED = 1
 EXIT_ERROR = 3
@@ -37,6 +43,16 @@ def _parser() -> argparse.ArgumentParser:
         help="a namespace you are about to enrol (repeatable)",
     )
     pre.add_argument("--output", "-o", choices=("table", "json"), default="table")
+
+    ex = sub.add_parser("explain", help="the arithmetic behind a pod's CPU limit")
+    ex.add_argument("pod", metavar="POD")
+    ex.add_argument("--namespace", "-n", default="default", metavar="NS")
+    ex.add_argument(
+        "--request",
+        metavar="CPU",
+        help="what-if: the ceiling this pod would get on its node now with this CPU request",
+    )
+    ex.add_argument("--output", "-o", choices=("table", "json"), default="table")
 
     st = sub.add_parser("status", help="mode, managed scope and recent outcomes")
     st.add_argument("--output", "-o", choices=("table", "json"), default="table")
@@ -65,11 +81,13 @@ async def _run(args: argparse.Namespace) -> int:
                     [str(f.severity).upper(), f.check, f.subject, f.message, f.fix]
                     for f in findings
                 ]
-                print(render(["SEVERITY", "CHECK", "OBJECT", "FINDING", "FIX"], rows))
+                print(render_table(["SEVERITY", "CHECK", "OBJECT", "FINDING", "FIX"], rows))
                 print(f"\n{blockers} blocker(s), {len(findings) - blockers} other finding(s)")
             else:
                 print("preflight passed: no findings")
             return EXIT_BLOCKED if blockers else 0
+        if args.command == "explain":
+            return await _explain(http, state, settings, args)
         events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
         status = summarize(
             config=state.config,
@@ -90,7 +108,7 @@ async def _run(args: argparse.Namespace) -> int:
         if status.recent:
             print()
             print(
-                render(
+                render_table(
                     ["TIME", "REASON", "POD", "MESSAGE"],
                     [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent],
                 )
@@ -98,6 +116,74 @@ async def _run(args: argparse.Namespace) -> int:
         return 0
     finally:
         await http.close()
+
+
+async def _explain(
+    http: KubeHttp, state: ClusterState, settings: Settings, args: argparse.Namespace
+) -> int:
+    what_if = None
+    if args.request is not None:
+        try:
+            what_if = parse_cpu_millis(args.request)
+        except QuantityError as err:
+            print(f"error: --request: {err}", file=sys.stderr)
+            return EXIT_ERROR
+    pod = await http.get(f"/api/v1/namespaces/{args.namespace}/pods/{args.pod}")
+    node_name = pod.get("spec", {}).get("nodeName")
+    if not node_name:
+        print(f"pod {args.namespace}/{args.pod} is not bound to a node yet", file=sys.stderr)
+        return EXIT_ERROR
+    node = await http.get(f"/api/v1/nodes/{node_name}")
+    node_pods = (
+        await http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node_name}"})
+    ).get("items") or []
+    by_namespace = _group(state.limit_ranges)
+    compute = functools.partial(
+        explain_pod,
+        pod=pod,
+        node=node,
+        node_pods=node_pods,
+        namespace_labels={
+            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
+        },
+        limit_ranges=by_namespace,
+        vpas=_group(state.vpas or ()),
+        settings=settings,
+    )
+    explanation = compute()
+    alternative = compute(what_if_request_m=what_if) if what_if else None
+    events = (
+        await http.get(
+            f"/api/v1/namespaces/{args.namespace}/events",
+            params={"fieldSelector": f"involvedObject.name={args.pod},reason=CPULimitAdjusted"},
+        )
+    ).get("items") or []
+    last = max(events, key=event_time, default=None)
+    last_message = str(last.get("message", "")) if last else None
+    if args.output == "json":
+        document = as_dict(explanation)
+        document["lastEvent"] = last_message
+        if alternative is not None:
+            document["whatIf"] = as_dict(alternative)
+        print(json.dumps(document, indent=2))
+        return 0
+    print(render(explanation, last_event=last_message))
+    if alternative is not None and alternative.result is not None:
+        print(
+            f"\nWhat if the request were {format_cpu_millis(what_if or 0)}: "
+            f"target {alternative.result.target_m}m, ceiling {alternative.result.hi_m}m "
+            f"(node factor would be {factor_text(alternative.node_result.factor)})"
+        )
+    elif alternative is not None:
+        print(f"\nWith that request the pod would not be managed ({alternative.ineligible})")
+    return 0
+
+
+def _group(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for obj in objects:
+        grouped.setdefault(obj["metadata"]["namespace"], []).append(obj)
+    return grouped
 
 
 def _count(value: int | None) -> str:

@@ -51,7 +51,7 @@ def summarize(
         None,
     )
     ours = [e for e in events if e.get("reason") in REASONS]
-    ours.sort(key=_event_time)
+    ours.sort(key=event_time)
     counts = Counter(str(e["reason"]) for e in ours)
     return Status(
         configured=config is not None,
@@ -63,7 +63,7 @@ def summarize(
         outcomes={reason: counts.get(reason, 0) for reason in REASONS},
         recent=[
             {
-                "time": _event_time(e),
+                "time": event_time(e),
                 "reason": str(e.get("reason", "")),
                 "object": _involved(e),
                 "message": str(e.get("message") or e.get("note") or ""),
@@ -73,7 +73,7 @@ def summarize(
     )
 
 
-def _event_time(event: Mapping[str, Any]) -> str:
+def event_time(event: Mapping[str, Any]) -> str:
     for key in ("eventTime", "lastTimestamp", "firstTimestamp"):
         if event.get(key):
             return str(event[key])

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from typing import Any
+
+from app.config import parse_config
+from app.eligibility import Ineligible
+from kubectl_headroom.explain import as_dict, explain_pod, render
+from tests.unit.app import builders as b
+
+MANAGED = {"kube-headroom.dev/mode": "managed"}
+
+
+def _pod(
+    name: str, cpu: str, *, namespace: str = "team-a", limit: str | None = None
+) -> dict[str, Any]:
+    return b.pod(
+        name,
+        namespace=namespace,
+        containers=[b.container(cpu_request=cpu, cpu_limit=limit)],
+        owners=[],
+    )
+
+
+def _explain(target: dict[str, Any], others: list[dict[str, Any]], **kwargs: Any) -> Any:
+    spec = kwargs.pop("spec", {})
+    return explain_pod(
+        pod=target,
+        node=b.node("node-1", cpu="16"),
+        node_pods=[target, *others],
+        namespace_labels={"team-a": MANAGED, "other": {}},
+        limit_ranges=kwargs.pop("limit_ranges", {}),
+        vpas={},
+        settings=parse_config(b.headroom_config(spec=spec)),
+        **kwargs,
+    )
+
+
+def test_worked_example_matches_the_design() -> None:
+    a, pod_b, c = _pod("a", "500m"), _pod("b", "1500m"), _pod("c", "6")
+    explanation = _explain(pod_b, [a, c], spec={"minBurstFloor": "0"})
+    document = as_dict(explanation)
+    assert document["annotation"] == {
+        "factor": "2.00",
+        "slack": "8000m",
+        "managedRequests": "8000m",
+        "nodePods": 3,
+        "targetLimit": "3000m",
+    }
+    assert document["target"] == "3000m"
+    assert [x["pod"] for x in document["bookings"]] == ["team-a/c", "team-a/b", "team-a/a"]
+    text = render(explanation, last_event="1500m -> 3000m (node factor 2.00, slack 8/16 cores)")
+    assert "Slack S = A - R = 8000m" in text
+    assert "Factor F = 1 + S/M = 2.00" in text
+    assert "Last CPULimitAdjusted: 1500m -> 3000m" in text
+
+
+def test_unmanaged_neighbours_book_slack_but_are_not_managed() -> None:
+    target = _pod("a", "2")
+    neighbour = _pod("n", "8", namespace="other")
+    document = as_dict(_explain(target, [neighbour]))
+    assert document["slack"] == "6000m"
+    assert document["managedRequests"] == "2000m"
+    assert {x["pod"]: x["managed"] for x in document["bookings"]} == {
+        "other/n": False,
+        "team-a/a": True,
+    }
+
+
+def test_an_unmanaged_pod_says_why() -> None:
+    target = _pod("n", "1", namespace="other")
+    explanation = _explain(target, [])
+    assert explanation.ineligible is Ineligible.NAMESPACE_NOT_ENROLLED
+    assert explanation.result is None
+    assert "not managed: namespace-not-enrolled" in render(explanation, last_event=None)
+    assert as_dict(explanation)["annotation"] == {}
+
+
+def test_what_if_a_bigger_request() -> None:
+    target = _pod("a", "1")
+    neighbour = _pod("b", "1")
+    now = as_dict(_explain(target, [neighbour]))
+    bigger = as_dict(_explain(target, [neighbour], what_if_request_m=4000))
+    assert now["request"] == "1000m"
+    assert bigger["request"] == "4000m"
+    # Now: S = 14 cores split 1:1. What-if: S = 11 cores split 4:1, 4 + 8.8 cores.
+    assert (now["target"], bigger["target"]) == ("8000m", "12800m")
+
+
+def test_what_if_scales_every_request_bearing_container() -> None:
+    target = b.pod(
+        "two",
+        containers=[b.container("a", cpu_request="1"), b.container("b", cpu_request="3")],
+        init_containers=[b.container("side", cpu_request="1", restart_policy="Always")],
+        owners=[],
+    )
+    explanation = _explain(target, [], what_if_request_m=10000)
+    assert explanation.result is not None
+    assert explanation.result.request_m == 10000
+    assert {c.name: c.limit_m >= 0 for c in explanation.result.containers} == {
+        "a": True,
+        "b": True,
+        "side": True,
+    }
+
+
+def test_limit_range_cap_is_named_as_the_bound() -> None:
+    target = _pod("a", "1")
+    document = as_dict(
+        _explain(target, [], limit_ranges={"team-a": [b.limit_range(container_max_cpu="3")]})
+    )
+    assert document["ceiling"] == "3000m"
+    assert document["ceilingBoundBy"] == "limit-range"
