@@ -57,6 +57,11 @@ test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSIO
 test-k8s-min: ## Integration tier at the oldest supported minor (newest 1.35.x)
 	$(MAKE) test-integration K8S_VERSION=$(MIN_K8S_VERSION)
 
+DEMO_ARGS ?=
+.PHONY: demo
+demo: $(STAMP) control-plane ## Live demo on an embedded local cluster (KUBECONFIG set: that cluster). DEMO_ARGS=--keep
+	$(BIN)/python -m devcluster.demo $(DEMO_ARGS)
+
 .PHONY: bench
 bench: $(STAMP) ## Policy benchmark (node of 110 and 1,000 pods)
 	$(BIN)/python -m bench.policy_bench

@@ -36,7 +36,7 @@ SERVICE_CIDR = "10.0.0.0/24"
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # A control plane must not outlive a killed test run.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -157,7 +157,7 @@ class ControlPlane:
             stdout=handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             cwd=self.work_dir,
         )
         handle.close()

@@ -1,0 +1,462 @@
+"""``make demo``: Headroom's rollout on a real (local) control plane, narrated.
+
+By default it starts an embedded cluster (etcd, kube-apiserver, controller-manager,
+scheduler, KWOK nodes), runs the webhook and the reconciler against it and walks the
+runbook: dry-run, enforce, a pod alone on a node climbing to its cap, neighbours
+shrinking it, a ``limits.cpu`` ResourceQuota denied. With ``KUBECONFIG`` set it uses
+that cluster instead, expects Headroom installed there, changes no cluster-wide
+setting, and only touches the namespace it creates (labelled with this run's id).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.labels import MODE_LABEL, MODE_MANAGED, STATUS_ANNOTATION
+from app.quantity import parse_cpu_millis
+from devcluster.binaries import locate_binaries
+from devcluster.controlplane import ControlPlane
+from devcluster.headroom import LocalHeadroom
+from devcluster.nodes import simulated_node
+
+OWNER_LABEL = "demo.kube-headroom.dev/run"
+NODE = "demo-node-1"
+NODES = (NODE, "demo-node-2", "demo-node-3")
+
+
+@dataclass
+class Check:
+    step: str
+    expected: str
+    observed: str = "not reached"
+    passed: bool = False
+
+
+@dataclass
+class Narrator:
+    """Progress for a person at a terminal, or plain lines for CI logs."""
+
+    interactive: bool
+    out: Any = sys.stdout
+    started: float = field(default_factory=time.monotonic)
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    @contextlib.contextmanager
+    def step(self, title: str) -> Iterator[None]:
+        begun = time.monotonic()
+        stop = threading.Event()
+        spinner: threading.Thread | None = None
+        if self.interactive:
+
+            def spin() -> None:
+                for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
+                    if stop.wait(0.1):
+                        return
+                    elapsed = time.monotonic() - begun
+                    print(
+                        f"\r  {frame} {title} ({elapsed:.0f}s)", end="", file=self.out, flush=True
+                    )
+
+            spinner = threading.Thread(target=spin, daemon=True)
+            spinner.start()
+        else:
+            self.say(f"  … {title}")
+        try:
+            yield
+        finally:
+            stop.set()
+            if spinner is not None:
+                spinner.join()
+                print("\r\033[K", end="", file=self.out)
+        self.say(f"  ✓ {title} ({time.monotonic() - begun:.1f}s)")
+
+
+class Cluster:
+    """kubectl against the demo's cluster."""
+
+    def __init__(self, kubectl: Path, kubeconfig: Path) -> None:
+        self.kubectl_bin = kubectl
+        self.kubeconfig = kubeconfig
+
+    def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [str(self.kubectl_bin), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout if result.returncode == 0 else result.stderr
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.run("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj))
+
+    def get(self, *args: str) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.run("get", *args, "-o", "json"))
+        return document
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("pods", "-n", namespace)["items"]
+        return items
+
+
+def deployment(
+    name: str,
+    namespace: str,
+    *,
+    cpu: str,
+    replicas: int = 1,
+    node: str | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "registry.example/demo:1",
+                "resources": {
+                    "requests": {"cpu": cpu, "memory": "256Mi"},
+                    "limits": {"memory": "512Mi"},
+                },
+            }
+        ]
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }
+
+
+def cpu_limit_m(pod: dict[str, Any]) -> int | None:
+    total = 0
+    for container in pod["spec"]["containers"]:
+        limit = container.get("resources", {}).get("limits", {}).get("cpu")
+        if limit is None:
+            return None
+        total += parse_cpu_millis(str(limit))
+    return total
+
+
+def status_of(pod: dict[str, Any]) -> dict[str, Any]:
+    text = pod["metadata"].get("annotations", {}).get(STATUS_ANNOTATION)
+    return json.loads(text) if text else {}
+
+
+def view(cluster: Cluster, namespace: str) -> str:
+    """The live table: pods, requests, limits, and the node's factor and slack."""
+    rows = [["POD", "NODE", "REQUEST", "LIMIT", "TARGET", "FACTOR", "SLACK"]]
+    for pod in sorted(cluster.pods(namespace), key=lambda p: str(p["metadata"]["name"])):
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        request = sum(
+            parse_cpu_millis(str(c.get("resources", {}).get("requests", {}).get("cpu", "0")))
+            for c in pod["spec"]["containers"]
+        )
+        limit = cpu_limit_m(pod)
+        status = status_of(pod)
+        rows.append(
+            [
+                pod["metadata"]["name"],
+                pod["spec"].get("nodeName", "-"),
+                f"{request}m",
+                "none" if limit is None else f"{limit}m",
+                str(status.get("targetLimit", "-")),
+                str(status.get("factor", "-")),
+                str(status.get("slack", "-")),
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        ("    " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip()
+        for r in rows
+    )
+
+
+def wait_for(what: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    value = None
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(interval)
+    return value
+
+
+class Demo:
+    def __init__(self, *, args: argparse.Namespace, narrator: Narrator) -> None:
+        self.args = args
+        self.say = narrator.say
+        self.step = narrator.step
+        self.checks: list[Check] = []
+        self.run_id = uuid.uuid4().hex[:6]
+        self.namespace = f"headroom-demo-{self.run_id}"
+
+    def check(self, step: str, expected: str, observed: str, passed: bool) -> None:
+        self.checks.append(Check(step, expected, observed, passed))
+        self.say(f"    {'✓' if passed else '✗'} {expected}: {observed}")
+
+    def own_namespace(self, cluster: Cluster) -> None:
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": self.namespace, "labels": {OWNER_LABEL: self.run_id}},
+            }
+        )
+
+    def cleanup(self, cluster: Cluster) -> None:
+        # Only namespaces this run created, found by the run's own label.
+        cluster.run(
+            "delete", "namespace", "-l", f"{OWNER_LABEL}={self.run_id}", "--wait=false",
+            check=False,
+        )  # fmt: skip
+
+    def web_pod(self, cluster: Cluster) -> dict[str, Any] | None:
+        pods = [
+            p
+            for p in cluster.pods(self.namespace)
+            if p["metadata"]["labels"].get("app") == "web"
+            and not p["metadata"].get("deletionTimestamp")
+            and p["spec"].get("nodeName")
+        ]
+        return pods[0] if pods else None
+
+    def summary(self) -> int:
+        self.say("\nSummary")
+        rows = [["STEP", "EXPECTED", "OBSERVED", ""]] + [
+            [c.step, c.expected, c.observed, "✓" if c.passed else "✗"] for c in self.checks
+        ]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        for row in rows:
+            self.say(
+                ("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))).rstrip()
+            )
+        failed = [c for c in self.checks if not c.passed]
+        self.say(
+            "\nAll steps behaved as the runbook says."
+            if not failed
+            else f"\n{len(failed)} step(s) did not behave as expected."
+        )
+        return 1 if failed else 0
+
+    # -- the walk-through --------------------------------------------------------
+
+    def embedded(self) -> int:
+        with self.step("control-plane binaries (built once, then reused)"):
+            bin_dir = locate_binaries(build=True)
+        work = Path(tempfile.mkdtemp(prefix="headroom-demo-"))
+        plane = ControlPlane(work_dir=work / "control-plane", bin_dir=bin_dir)
+        headroom: LocalHeadroom | None = None
+        try:
+            with self.step("start etcd, kube-apiserver, controller-manager, scheduler, KWOK"):
+                plane.start()
+            cluster = Cluster(plane.tool("kubectl"), plane.kubeconfig)
+            with self.step(f"create {len(NODES)} simulated 16-core nodes"):
+                for name in NODES:
+                    cluster.run("create", "-f", "-", input=json.dumps(simulated_node(name)))
+                for name in NODES:
+                    cluster.run("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
+            with self.step("install the CRD chart with helm (make install)"):
+                subprocess.run(
+                    [str(plane.tool("helm")), "upgrade", "--install", "kube-headroom-crds",
+                     str(Path(__file__).resolve().parent.parent / "chart" / "kube-headroom-crds")],
+                    env=dict(plane.environ()), check=True, capture_output=True,
+                )  # fmt: skip
+                cluster.run(
+                    "wait", "crd/headroomconfigs.kube-headroom.dev",
+                    "--for=condition=Established", "--timeout=60s",
+                )  # fmt: skip
+            headroom = LocalHeadroom(
+                kubeconfig=plane.kubeconfig,
+                work_dir=work / "headroom",
+                helm=plane.tool("helm"),
+                kubectl=plane.tool("kubectl"),
+            )
+            with self.step("start the webhook (TLS, local certificates) and register it"):
+                headroom.start_webhook()
+                headroom.register_webhooks()
+            with self.step("create HeadroomConfig/cluster (kubectl apply -k config/samples)"):
+                cluster.run(
+                    "apply",
+                    "-k",
+                    str(Path(__file__).resolve().parent.parent / "config" / "samples"),
+                )
+            with self.step("start the reconciler"):
+                headroom.start_reconciler()
+            code = self.walk(cluster, embedded=True)
+            if self.args.keep:
+                self.keep(plane, cluster)
+            return code
+        finally:
+            if headroom is not None:
+                headroom.stop()
+            plane.stop()
+
+    def keep(self, plane: ControlPlane, cluster: Cluster) -> None:
+        self.say(
+            "\nThe cluster keeps running (Ctrl-C stops it). Try the runbook by hand:\n"
+            f"  export KUBECONFIG={plane.kubeconfig}\n"
+            f"  export PATH={plane.bin_dir}:{Path(sys.executable).parent}:$PATH\n"
+            f"  kubectl get pods -n {self.namespace} -o wide\n"
+            f"  kubectl describe pod -n {self.namespace} | grep -A2 CPULimitAdjusted\n"
+            f"  kubectl headroom explain -n {self.namespace} <pod>\n"
+            "  kubectl headroom status\n"
+        )
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+
+    def walk(self, cluster: Cluster, *, embedded: bool) -> int:
+        ns = self.namespace
+        self.say(f"\nDry-run: enrol namespace {ns} and deploy a 500m pod alone on {NODE}")
+        self.own_namespace(cluster)
+        cluster.run("label", "namespace", ns, f"{MODE_LABEL}={MODE_MANAGED}")
+        cluster.apply(deployment("web", ns, cpu="500m", node=NODE if embedded else None))
+        with self.step("wait for the dry-run status annotation"):
+            pod = wait_for(lambda: (p := self.web_pod(cluster)) and status_of(p) and p)
+        self.say(view(cluster, ns))
+        status = status_of(pod) if pod else {}
+        if embedded:
+            self.check(
+                "dry-run",
+                "annotation says target 5000m (10x cap), limit untouched",
+                f"target {status.get('targetLimit')}, limit "
+                f"{'none' if pod is None or cpu_limit_m(pod) is None else cpu_limit_m(pod)}",
+                status.get("targetLimit") == "5000m"
+                and status.get("dryRun") is True
+                and pod is not None
+                and cpu_limit_m(pod) is None,
+            )
+            enforce = '{"spec":{"dryRun":false}}'
+            self.say(f"\nEnforce: kubectl patch hcfg cluster --type merge -p '{enforce}'")
+            cluster.run("patch", "hcfg", "cluster", "--type", "merge", "-p", enforce)
+            with self.step("wait for the pod alone on the node to climb to its cap"):
+                pod = wait_for(
+                    lambda: (p := self.web_pod(cluster)) and cpu_limit_m(p) == 5000 and p
+                )
+            self.say(view(cluster, ns))
+            self.check(
+                "enforce", "web's limit climbs to 5000m", f"{cpu_limit_m(pod) if pod else None}m",
+                pod is not None and cpu_limit_m(pod) == 5000,
+            )  # fmt: skip
+            self.say(f"\nNeighbours: 3 pods requesting 4 cores each land on {NODE}")
+            cluster.apply(deployment("batch", ns, cpu="4", replicas=3, node=NODE))
+            with self.step("wait for web's limit to shrink toward its request"):
+                pod = wait_for(
+                    lambda: (p := self.web_pod(cluster)) and (cpu_limit_m(p) or 0) < 2000 and p,
+                    timeout=90,
+                )
+            self.say(view(cluster, ns))
+            limit = cpu_limit_m(pod) if pod else None
+            self.check(
+                "neighbours",
+                "web shrinks to 1380m (S=3.5 cores, floor share 875m)",
+                f"{limit}m",
+                limit == 1380,
+            )
+            events = cluster.run(
+                "get", "events", "-n", ns, "--field-selector", "reason=CPULimitAdjusted",
+                "-o", "jsonpath={range .items[*]}{.message}{'\\n'}{end}",
+            )  # fmt: skip
+            last = [line for line in events.splitlines() if line.startswith("5000m ->")]
+            self.check(
+                "explain",
+                "a CPULimitAdjusted event explains the shrink",
+                last[-1] if last else "no event",
+                bool(last),
+            )
+        else:
+            self.check(
+                "annotation", "the installed Headroom annotates the pod",
+                json.dumps(status) if status else "no annotation", bool(status),
+            )  # fmt: skip
+        self.say("\nQuota: a limits.cpu ResourceQuota in a managed namespace")
+        denial = cluster.run(
+            "create", "-n", ns, "-f", "-",
+            input=json.dumps({
+                "apiVersion": "v1", "kind": "ResourceQuota",
+                "metadata": {"name": "cpu-limits"}, "spec": {"hard": {"limits.cpu": "8"}},
+            }),
+            check=False,
+        )  # fmt: skip
+        self.say(f"    {denial.strip()}")
+        self.check(
+            "quota",
+            "limits.cpu quota denied, fix named",
+            "denied" if "denied the request" in denial else "accepted",
+            "denied the request" in denial and "requests.cpu" in denial,
+        )
+        if not self.args.keep:
+            self.cleanup(cluster)
+        return self.summary()
+
+    def current(self) -> int:
+        kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+        bin_dir = locate_binaries(build=True)
+        cluster = Cluster(bin_dir / "kubectl", kubeconfig)
+        self.say(
+            f"Using the cluster in KUBECONFIG ({kubeconfig}); only {self.namespace} is touched."
+        )
+        crd = cluster.run("get", "crd", "headroomconfigs.kube-headroom.dev", check=False)
+        if "NotFound" in crd or "error" in crd.lower():
+            self.say(
+                "Headroom is not installed here: run `make install` and `make deploy IMG=…` first."
+            )
+            return 2
+        try:
+            return self.walk(cluster, embedded=False)
+        finally:
+            if not self.args.keep:
+                self.cleanup(cluster)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
+    parser.add_argument(
+        "--non-interactive", action="store_true", help="plain progress lines, no spinner (CI)"
+    )
+    parser.add_argument(
+        "--cluster",
+        choices=("embedded", "current"),
+        default="current" if os.environ.get("KUBECONFIG") else "embedded",
+        help="embedded local cluster (default), or the current KUBECONFIG's cluster when set",
+    )
+    args = parser.parse_args(argv)
+    narrator = Narrator(interactive=not args.non_interactive and sys.stdout.isatty())
+    demo = Demo(args=args, narrator=narrator)
+    narrator.say("Headroom demo: CPU limits from node slack, via in-place pod resize\n")
+    return demo.embedded() if args.cluster == "embedded" else demo.current()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

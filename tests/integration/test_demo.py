@@ -1,0 +1,100 @@
+"""``make demo`` end to end, unattended: it runs its own embedded cluster; with
+``--keep`` the test inspects the state it leaves, then stops it."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from devcluster import locate_binaries
+from tests.integration.conftest import REPO
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, *, timeout: float) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if marker in line:
+            return lines
+    raise AssertionError(f"demo never printed {marker!r}:\n" + "\n".join(lines))
+
+
+def test_demo_walks_the_rollout_and_leaves_the_promised_state() -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "devcluster.demo",
+            "--non-interactive",
+            "--keep",
+            "--cluster=embedded",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines = _read_until(proc, "kubectl headroom status", timeout=300)
+        output = "\n".join(lines)
+        assert "All steps behaved as the runbook says." in output, output
+        found_kubeconfig = re.search(r"export KUBECONFIG=(\S+)", output)
+        found_namespace = re.search(r"kubectl get pods -n (\S+)", output)
+        assert found_kubeconfig, output
+        assert found_namespace, output
+        kubeconfig, namespace = Path(found_kubeconfig.group(1)), found_namespace.group(1)
+        kubectl_bin = locate_binaries() / "kubectl"
+
+        def kubectl(*args: str) -> Any:
+            out = subprocess.run(
+                [
+                    str(kubectl_bin),
+                    f"--kubeconfig={kubeconfig}",
+                    *args,
+                    "-o",
+                    "json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            return json.loads(out)
+
+        pods = {
+            p["metadata"]["labels"]["app"]: p
+            for p in kubectl("get", "pods", "-n", namespace)["items"]
+        }
+        web = pods["web"]
+        assert web["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1380m"
+        assert web["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "500m"
+        assert web["metadata"]["generation"] >= 3  # climbed, then shrank, through pods/resize
+        events = [
+            e["message"]
+            for e in kubectl("get", "events", "-n", namespace)["items"]
+            if e["reason"] == "CPULimitAdjusted"
+            and e["involvedObject"]["name"] == web["metadata"]["name"]
+        ]
+        assert any(m.startswith("unset -> 5000m") for m in events), events
+        assert any(m.startswith("5000m -> 1380m") for m in events), events
+        assert kubectl("get", "resourcequotas", "-n", namespace)["items"] == []
+        config = kubectl("get", "hcfg", "cluster")
+        assert config["spec"]["dryRun"] is False
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            rest, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert proc.returncode == 0, rest
