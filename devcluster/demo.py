@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,6 +36,9 @@ from devcluster.headroom import LocalHeadroom
 from devcluster.nodes import simulated_node
 
 OWNER_LABEL = "demo.kube-headroom.dev/run"
+REPO = Path(__file__).resolve().parent.parent
+ENFORCE = """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":false}}'"""
+DRY_RUN = """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'"""
 NODE = "demo-node-1"
 NODES = (NODE, "demo-node-2", "demo-node-3")
 
@@ -217,7 +221,14 @@ class Demo:
         self.step = narrator.step
         self.checks: list[Check] = []
         self.run_id = uuid.uuid4().hex[:6]
-        self.namespace = f"headroom-demo-{self.run_id}"
+        # The runbook's own namespace on the embedded cluster; a fresh one elsewhere.
+        self.namespace = "team-a" if args.cluster == "embedded" else f"headroom-demo-{self.run_id}"
+        self.env: dict[str, str] = dict(os.environ)
+
+    def use_tools(self, bin_dir: Path, kubeconfig: Path) -> None:
+        """kubectl, helm and kubectl-headroom on PATH, aimed at the demo's cluster."""
+        path = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}"
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": path + os.environ["PATH"]}
 
     def check(self, step: str, expected: str, observed: str, passed: bool) -> None:
         self.checks.append(Check(step, expected, observed, passed))
@@ -279,6 +290,7 @@ class Demo:
             with self.step("start etcd, kube-apiserver, controller-manager, scheduler, KWOK"):
                 plane.start()
             cluster = Cluster(plane.tool("kubectl"), plane.kubeconfig)
+            self.use_tools(bin_dir, plane.kubeconfig)
             with self.step(f"create {len(NODES)} simulated 16-core nodes"):
                 for name in NODES:
                     cluster.run("create", "-f", "-", input=json.dumps(simulated_node(name)))
@@ -303,12 +315,6 @@ class Demo:
             with self.step("start the webhook (TLS, local certificates) and register it"):
                 headroom.start_webhook()
                 headroom.register_webhooks()
-            with self.step("create HeadroomConfig/cluster (kubectl apply -k config/samples)"):
-                cluster.run(
-                    "apply",
-                    "-k",
-                    str(Path(__file__).resolve().parent.parent / "config" / "samples"),
-                )
             with self.step("start the reconciler"):
                 headroom.start_reconciler()
             code = self.walk(cluster, embedded=True)
@@ -319,6 +325,7 @@ class Demo:
             if headroom is not None:
                 headroom.stop()
             plane.stop()
+            self.say("Stopped the demo cluster.")
 
     def keep(self, plane: ControlPlane, cluster: Cluster) -> None:
         self.say(
@@ -326,7 +333,7 @@ class Demo:
             f"  export KUBECONFIG={plane.kubeconfig}\n"
             f"  export PATH={plane.bin_dir}:{Path(sys.executable).parent}:$PATH\n"
             f"  kubectl get pods -n {self.namespace} -o wide\n"
-            f"  kubectl describe pod -n {self.namespace} | grep -A2 CPULimitAdjusted\n"
+            f"  kubectl describe pod -n {self.namespace} <pod> | grep -A2 CPULimitAdjusted\n"
             f"  kubectl headroom explain -n {self.namespace} <pod>\n"
             "  kubectl headroom status\n"
         )
@@ -335,70 +342,131 @@ class Demo:
             signal.signal(sig, lambda *_: stop.set())
         stop.wait()
 
+    def sh(self, command: str, *, show: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run a runbook command verbatim (bash, the demo cluster's KUBECONFIG and tools)."""
+        self.say(f"    $ {command}")
+        result = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        if show:
+            for line in (result.stdout + result.stderr).rstrip().splitlines():
+                self.say(f"      {line}")
+        return result
+
+    def unchanged_for(self, cluster: Cluster, limit: int | None, seconds: float) -> bool:
+        """web's limit stays ``limit`` for ``seconds`` (several debounce periods)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pod = self.web_pod(cluster)
+            if pod is None or cpu_limit_m(pod) != limit:
+                return False
+            time.sleep(0.5)
+        return True
+
     def walk(self, cluster: Cluster, *, embedded: bool) -> int:
         ns = self.namespace
+        self.say(f"\nPreflight for namespace {ns}")
+        preflight = self.sh(f"kubectl headroom preflight -n {ns}")
+        if shutil.which("jq"):
+            self.sh(
+                "kubectl get resourcequota -A -o json | jq -r '.items[] | "
+                'select(.spec.hard["limits.cpu"]) | "\\(.metadata.namespace)/\\(.metadata.name)"\''
+            )
+        if embedded:
+            self.say(
+                "    (cert-manager is the one expected blocker here: the demo serves the "
+                "webhook with locally generated certificates)"
+            )
+            self.check(
+                "preflight",
+                "only cert-manager blocks",
+                f"exit {preflight.returncode}",
+                preflight.returncode == 1 and "cert-manager" in preflight.stdout
+                and "1 blocker(s)" in preflight.stdout,
+            )  # fmt: skip
+            self.say("\nThe config singleton, in dry-run")
+            self.sh("kubectl apply -k config/samples")
+            self.sh("kubectl get hcfg cluster")
         self.say(f"\nDry-run: enrol namespace {ns} and deploy a 500m pod alone on {NODE}")
         self.own_namespace(cluster)
-        cluster.run("label", "namespace", ns, f"{MODE_LABEL}={MODE_MANAGED}")
+        self.sh(f"kubectl label ns {ns} {MODE_LABEL}={MODE_MANAGED}")
         cluster.apply(deployment("web", ns, cpu="500m", node=NODE if embedded else None))
         with self.step("wait for the dry-run status annotation"):
             pod = wait_for(lambda: (p := self.web_pod(cluster)) and status_of(p) and p)
+        if pod is None:
+            self.check("dry-run", "the pod gets a status annotation", "none", False)
+            return self.summary()
+        name = pod["metadata"]["name"]
+        jq = " | jq" if shutil.which("jq") else ""
+        self.sh(
+            f"kubectl get pod -n {ns} {name} "
+            f"-o jsonpath='{{.metadata.annotations.kube-headroom\\.dev/status}}'{jq}"
+        )
         self.say(view(cluster, ns))
-        status = status_of(pod) if pod else {}
-        if embedded:
-            self.check(
-                "dry-run",
-                "annotation says target 5000m (10x cap), limit untouched",
-                f"target {status.get('targetLimit')}, limit "
-                f"{'none' if pod is None or cpu_limit_m(pod) is None else cpu_limit_m(pod)}",
-                status.get("targetLimit") == "5000m"
-                and status.get("dryRun") is True
-                and pod is not None
-                and cpu_limit_m(pod) is None,
-            )
-            enforce = '{"spec":{"dryRun":false}}'
-            self.say(f"\nEnforce: kubectl patch hcfg cluster --type merge -p '{enforce}'")
-            cluster.run("patch", "hcfg", "cluster", "--type", "merge", "-p", enforce)
-            with self.step("wait for the pod alone on the node to climb to its cap"):
-                pod = wait_for(
-                    lambda: (p := self.web_pod(cluster)) and cpu_limit_m(p) == 5000 and p
-                )
-            self.say(view(cluster, ns))
-            self.check(
-                "enforce", "web's limit climbs to 5000m", f"{cpu_limit_m(pod) if pod else None}m",
-                pod is not None and cpu_limit_m(pod) == 5000,
-            )  # fmt: skip
-            self.say(f"\nNeighbours: 3 pods requesting 4 cores each land on {NODE}")
-            cluster.apply(deployment("batch", ns, cpu="4", replicas=3, node=NODE))
-            with self.step("wait for web's limit to shrink toward its request"):
-                pod = wait_for(
-                    lambda: (p := self.web_pod(cluster)) and (cpu_limit_m(p) or 0) < 2000 and p,
-                    timeout=90,
-                )
-            self.say(view(cluster, ns))
-            limit = cpu_limit_m(pod) if pod else None
-            self.check(
-                "neighbours",
-                "web shrinks to 1380m (S=3.5 cores, floor share 875m)",
-                f"{limit}m",
-                limit == 1380,
-            )
-            events = cluster.run(
-                "get", "events", "-n", ns, "--field-selector", "reason=CPULimitAdjusted",
-                "-o", "jsonpath={range .items[*]}{.message}{'\\n'}{end}",
-            )  # fmt: skip
-            last = [line for line in events.splitlines() if line.startswith("5000m ->")]
-            self.check(
-                "explain",
-                "a CPULimitAdjusted event explains the shrink",
-                last[-1] if last else "no event",
-                bool(last),
-            )
-        else:
+        status = status_of(pod)
+        if not embedded:
             self.check(
                 "annotation", "the installed Headroom annotates the pod",
-                json.dumps(status) if status else "no annotation", bool(status),
+                json.dumps(status), bool(status),
             )  # fmt: skip
+            return self.finish(cluster)
+        self.check(
+            "dry-run",
+            "annotation says target 5000m (10x cap), limit untouched",
+            f"target {status.get('targetLimit')}, limit {cpu_limit_m(pod) or 'none'}",
+            status.get("targetLimit") == "5000m"
+            and status.get("dryRun") is True
+            and cpu_limit_m(pod) is None,
+        )
+        self.say("\nEnforce")
+        self.sh(ENFORCE)
+        with self.step("wait for the pod alone on the node to climb to its cap"):
+            pod = wait_for(lambda: (p := self.web_pod(cluster)) and cpu_limit_m(p) == 5000 and p)
+        self.say(view(cluster, ns))
+        self.check(
+            "enforce", "web's limit climbs to 5000m", f"{cpu_limit_m(pod) if pod else None}m",
+            pod is not None and cpu_limit_m(pod) == 5000,
+        )  # fmt: skip
+        self.say(f"\nNeighbours: 3 pods requesting 4 cores each land on {NODE}")
+        cluster.apply(deployment("batch", ns, cpu="4", replicas=3, node=NODE))
+        with self.step("wait for web's limit to shrink toward its request"):
+            pod = wait_for(
+                lambda: (p := self.web_pod(cluster)) and (cpu_limit_m(p) or 0) < 2000 and p,
+                timeout=90,
+            )
+        self.say(view(cluster, ns))
+        limit = cpu_limit_m(pod) if pod else None
+        self.check(
+            "neighbours",
+            "web shrinks to 1380m (S=3.5 cores, floor share 875m)",
+            f"{limit}m",
+            limit == 1380,
+        )
+        self.say("\nDay 2: why is web throttled?")
+        described = self.sh(f"kubectl describe pod -n {ns} {name} | grep -A2 CPULimitAdjusted")
+        self.check(
+            "describe",
+            "a CPULimitAdjusted event explains the shrink",
+            "found" if "5000m -> 1380m" in described.stdout else "missing",
+            "5000m -> 1380m (node factor 1.28, slack 3.5/16 cores)" in described.stdout,
+        )
+        self.sh(f"kubectl headroom explain -n {ns} {name}")
+        explained = self.sh(f"kubectl headroom explain -n {ns} {name} -o json", show=False)
+        numbers = json.loads(explained.stdout).get("annotation") if explained.stdout else None
+        now = status_of(self.web_pod(cluster) or {"metadata": {}})
+        matches = bool(numbers) and all(now.get(k) == v for k, v in (numbers or {}).items())
+        self.check(
+            "explain",
+            "kubectl headroom explain matches the annotation",
+            "same numbers" if matches else f"explain {numbers}, annotation {now}",
+            matches,
+        )
         self.say("\nQuota: a limits.cpu ResourceQuota in a managed namespace")
         denial = cluster.run(
             "create", "-n", ns, "-f", "-",
@@ -415,6 +483,26 @@ class Demo:
             "denied" if "denied the request" in denial else "accepted",
             "denied the request" in denial and "requests.cpu" in denial,
         )
+        self.sh("kubectl headroom status")
+        self.say("\nRollback: each stop button freezes limits; none removes one")
+        for command, stop, replicas in (
+            (DRY_RUN, "dryRun: true", 1),
+            (f"kubectl label ns {ns} {MODE_LABEL}-", "label removed", 2),
+            ("kubectl delete hcfg cluster", "config deleted", 0),
+        ):
+            self.sh(command)
+            self.say(f"    (batch scaled to {replicas}: the node's slack changes)")
+            cluster.run("scale", "deployment", "batch", "-n", ns, f"--replicas={replicas}")
+            frozen = self.unchanged_for(cluster, limit, seconds=6)
+            self.check(
+                "rollback",
+                f"{stop}, neighbours change: web stays {limit}m",
+                f"{cpu_limit_m(self.web_pod(cluster) or {'spec': {'containers': []}})}m",
+                frozen,
+            )
+        return self.finish(cluster)
+
+    def finish(self, cluster: Cluster) -> int:
         if not self.args.keep:
             self.cleanup(cluster)
         return self.summary()
@@ -423,6 +511,7 @@ class Demo:
         kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
         bin_dir = locate_binaries(build=True)
         cluster = Cluster(bin_dir / "kubectl", kubeconfig)
+        self.use_tools(bin_dir, kubeconfig)
         self.say(
             f"Using the cluster in KUBECONFIG ({kubeconfig}); only {self.namespace} is touched."
         )

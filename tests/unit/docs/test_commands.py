@@ -1,0 +1,145 @@
+"""Every shell command the README and docs show is exercised somewhere.
+
+``COVERED`` maps each command, exactly as the docs show it (whitespace collapsed,
+continuations joined, comments dropped), to where it runs: a test node id, "demo" for
+the end-to-end demo on the embedded cluster, or "ci" for the CI entry point (`.ci/run`).
+A doc that gains a command fails here until the command is listed, and a listed command
+no doc shows any more fails too.
+"""
+
+import re
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.unit.docs.markdown import REPO_ROOT, shell_commands, user_docs
+
+DEMO: Final = "demo"
+CI: Final = "ci"
+CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
+_CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
+
+COVERED: Final[dict[str, str]] = {
+    # README.
+    "make demo": DEMO,
+    "make test": CI,
+    # Preflight.
+    "kubectl headroom preflight -n team-a": DEMO,
+    "kubectl get resourcequota -A -o json | jq -r '.items[] | "
+    'select(.spec.hard["limits.cpu"]) | "\\(.metadata.namespace)/\\(.metadata.name)"\'': DEMO,
+    # Install. The published OCI charts are built from chart/; the tests run the same
+    # helm commands against chart/ in the checkout.
+    "helm upgrade --install kube-headroom-crds oci://ghcr.io/karlkfi/charts/kube-headroom-crds": (
+        "tests/integration/test_crd.py::test_uninstalling_the_chart_keeps_the_crd_and_the_config"
+    ),
+    "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
+    "--namespace kube-headroom-system --create-namespace": DEMO,
+    "helm template kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom": (
+        f"{_CHART_TESTS}::test_objects_are_unique_and_namespaced_into_the_release_namespace"
+    ),
+    "make install": DEMO,
+    "make deploy IMG=<registry>/kube-headroom:<tag>": DEMO,
+    "kubectl apply -k config/samples": DEMO,
+    "kubectl get hcfg cluster": DEMO,
+    # Rollout and day 2.
+    "kubectl label ns team-a kube-headroom.dev/mode=managed": DEMO,
+    "kubectl get pod -n team-a <pod> "
+    "-o jsonpath='{.metadata.annotations.kube-headroom\\.dev/status}' | jq": DEMO,
+    """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":false}}'""": DEMO,
+    "kubectl describe pod -n team-a <pod> | grep -A2 CPULimitAdjusted": DEMO,
+    "kubectl headroom explain -n team-a <pod>": DEMO,
+    "kubectl headroom status": DEMO,
+    # Metrics TLS.
+    "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
+    "--namespace kube-headroom-system --set metrics.certManagerTLS=true "
+    "--set prometheus.enable=true": (
+        f"{_CHART_TESTS}::test_service_monitors_verify_tls_when_cert_manager_tls"
+    ),
+    "kubectl logs -n kube-headroom-system deploy/kube-headroom-reconciler | grep "
+    "'Initializing metrics certificate watcher using provided certificates'": (
+        "tests/unit/app/test_metrics_server.py::test_secure_metrics_log_the_provided_certificate_line"
+    ),
+    # Failure modes and rollback.
+    "kubectl delete hcfg cluster": DEMO,
+    """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'""": DEMO,
+    "kubectl label ns team-a kube-headroom.dev/mode-": DEMO,
+}
+
+
+def _shown() -> dict[str, list[str]]:
+    """Each command the docs show, with the docs that show it."""
+    shown: dict[str, list[str]] = {}
+    for doc in user_docs():
+        for command in shell_commands(doc.read_text()):
+            shown.setdefault(command, []).append(doc.relative_to(REPO_ROOT).as_posix())
+    return shown
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        ("```sh\nmake install\n```", ["make install"]),
+        ("```bash\n$ make test\n```", ["make test"]),
+        (
+            "```console\n$ kubectl get hcfg cluster\nNAME  POLICY\ncluster  Proportional\n```",
+            ["kubectl get hcfg cluster"],
+        ),
+        (
+            "```sh\nhelm upgrade --install a \\\n  chart/a \\\n  --wait\n```",
+            ["helm upgrade --install a chart/a --wait"],
+        ),
+        (
+            "```sh\n# a comment\n\nkubectl apply -k config/samples   # creates it\n```",
+            ["kubectl apply -k config/samples"],
+        ),
+        ("```sh\necho '# kept' \"#kept\"\n```", ["echo '# kept' \"#kept\""]),
+        ("  ```sh\n  make deploy IMG=x\n  ```", ["make deploy IMG=x"]),
+        ("```yaml\nkind: Pod\n```\n```\nmake test\n```\n`make demo`", []),
+    ],
+    ids=[
+        "sh",
+        "bash-prompt",
+        "console-skips-output",
+        "continuation",
+        "comments",
+        "hash-in-quotes",
+        "indented-fence",
+        "not-shell",
+    ],
+)
+def test_commands_are_read_from_shell_blocks(markdown: str, expected: list[str]) -> None:
+    assert shell_commands(markdown) == expected
+
+
+def test_every_command_shown_is_covered() -> None:
+    missing = {command: docs for command, docs in _shown().items() if command not in COVERED}
+    assert not missing, (
+        "commands shown in the docs but not in COVERED (add each with the test that runs "
+        f"it, or {DEMO!r}): {missing}"
+    )
+
+
+def test_every_covered_command_is_still_shown() -> None:
+    stale = set(COVERED) - set(_shown())
+    assert not stale, f"COVERED lists commands no doc shows any more: {sorted(stale)}"
+
+
+def _test_exists(node_id: str) -> bool:
+    path, _, name = node_id.partition("::")
+    function = re.sub(r"\[.*\]$", "", name)
+    source = REPO_ROOT / Path(path)
+    return (
+        bool(function)
+        and source.is_file()
+        and re.search(rf"^(async )?def {re.escape(function)}\(", source.read_text(), re.M)
+        is not None
+    )
+
+
+@pytest.mark.parametrize(("command", "where"), COVERED.items(), ids=list(COVERED))
+def test_coverage_names_the_demo_ci_or_an_existing_test(command: str, where: str) -> None:
+    if where == CI:
+        assert command in CI_ENTRY_POINT.read_text().splitlines()
+    else:
+        assert where == DEMO or _test_exists(where), f"{command!r}: no test {where}"
