@@ -1,0 +1,39 @@
+"""The HeadroomConfig model: typed settings, validation with field paths, label selectors."""
+
+from app.config.duration import DurationError, parse_duration_seconds
+from app.config.errors import ConfigError, FieldError, ValidationResult
+from app.config.selector import (
+    LabelSelector,
+    Operator,
+    Requirement,
+    SelectorError,
+    parse_label_selector,
+)
+from app.config.settings import (
+    DEFAULT_NAMESPACE_SELECTOR,
+    DEFAULT_SETTINGS,
+    PROPORTIONAL,
+    OwnerExclusion,
+    Settings,
+)
+from app.config.validation import parse_config, validate_config
+
+__all__ = [
+    "DEFAULT_NAMESPACE_SELECTOR",
+    "DEFAULT_SETTINGS",
+    "PROPORTIONAL",
+    "ConfigError",
+    "DurationError",
+    "FieldError",
+    "LabelSelector",
+    "Operator",
+    "OwnerExclusion",
+    "Requirement",
+    "SelectorError",
+    "Settings",
+    "ValidationResult",
+    "parse_config",
+    "parse_duration_seconds",
+    "parse_label_selector",
+    "validate_config",
+]

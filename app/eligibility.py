@@ -1,0 +1,153 @@
+"""Which pods Headroom manages (design section 3), as pure checks over stripped records."""
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import Any, Final
+
+from app.config import Settings
+from app.labels import MODE_LABEL, MODE_MANAGED, OS_LABEL, OS_WINDOWS
+from app.pods import BURSTABLE, PodInfo
+
+_VPA_REQUESTS_ONLY: Final = "RequestsOnly"
+_VPA_OFF: Final = "Off"
+_VPA_DEFAULT_POLICY: Final = "*"
+
+
+class Ineligible(StrEnum):
+    """Why a pod is not managed, in the order the gates are checked."""
+
+    TERMINAL = "terminal"
+    # The API server refuses to resize static pods.
+    MIRROR_POD = "mirror-pod"
+    NAMESPACE_NOT_ENROLLED = "namespace-not-enrolled"
+    OPTED_OUT = "opted-out"
+    NOT_BURSTABLE = "not-burstable"
+    NO_CPU_REQUEST = "no-cpu-request"
+    RESTART_ON_RESIZE = "restart-on-resize"
+    NODE_EXCLUDED = "node-excluded"
+    OWNER_EXCLUDED = "owner-excluded"
+    BACKED_OFF = "backed-off"
+    VPA_CONTROLS_LIMITS = "vpa-controls-limits"
+
+
+def namespace_enrolled(settings: Settings, *, name: str, labels: Mapping[str, str]) -> bool:
+    """Selected by the namespace selector and not excluded by name."""
+    return name not in settings.excluded_namespaces and settings.namespace_selector.matches(labels)
+
+
+def node_excluded(settings: Settings, labels: Mapping[str, str]) -> bool:
+    """Windows nodes cannot resize in place; others may be excluded by selector."""
+    if labels.get(OS_LABEL) == OS_WINDOWS:
+        return True
+    selector = settings.excluded_node_selector
+    return selector is not None and selector.matches(labels)
+
+
+def owner_excluded(settings: Settings, pod: PodInfo) -> bool:
+    return any(
+        owner.kind == exclusion.kind
+        and exclusion.api_group in (None, owner.api_group)
+        and exclusion.name in (None, owner.name)
+        for exclusion in settings.excluded_owners
+        for owner in pod.owners
+    )
+
+
+def pod_ineligibility(
+    settings: Settings,
+    pod: PodInfo,
+    *,
+    namespace_labels: Mapping[str, str] | None,
+    node_labels: Mapping[str, str] | None,
+    backed_off: bool,
+    vpa_controls_limits: bool,
+) -> Ineligible | None:
+    """The first gate the pod fails, or None when Headroom manages it.
+
+    ``namespace_labels`` None means the namespace is unknown (not enrolled);
+    ``node_labels`` None means the pod is not bound yet, so the node gate is skipped.
+    The mode label is a keyword and fails closed: any value but ``managed`` opts out.
+    """
+    if pod.terminal:
+        return Ineligible.TERMINAL
+    if pod.mirror:
+        return Ineligible.MIRROR_POD
+    if namespace_labels is None or not namespace_enrolled(
+        settings, name=pod.namespace, labels=namespace_labels
+    ):
+        return Ineligible.NAMESPACE_NOT_ENROLLED
+    if pod.labels.get(MODE_LABEL, MODE_MANAGED) != MODE_MANAGED:
+        return Ineligible.OPTED_OUT
+    if pod.qos_class != BURSTABLE:
+        return Ineligible.NOT_BURSTABLE
+    if pod.request_m <= 0:
+        return Ineligible.NO_CPU_REQUEST
+    if any(container.restart_on_cpu_resize for container in pod.containers):
+        return Ineligible.RESTART_ON_RESIZE
+    if node_labels is not None and node_excluded(settings, node_labels):
+        return Ineligible.NODE_EXCLUDED
+    if owner_excluded(settings, pod):
+        return Ineligible.OWNER_EXCLUDED
+    if backed_off:
+        return Ineligible.BACKED_OFF
+    if vpa_controls_limits:
+        return Ineligible.VPA_CONTROLS_LIMITS
+    return None
+
+
+def vpa_controls_limits(
+    vpa: Mapping[str, Any], *, container_names: Iterable[str] | None = None
+) -> bool:
+    """Whether a VerticalPodAutoscaler would set limits on the pod's containers.
+
+    A container policy controls limits unless its ``controlledValues`` is
+    ``RequestsOnly`` or its ``mode`` is ``Off``; containers without a policy (and no
+    ``*`` policy) get the default, ``RequestsAndLimits``. ``updateMode: Off`` never
+    actuates. Without ``container_names`` every policy counts, which errs towards
+    leaving the pod alone.
+    """
+    spec = vpa.get("spec") or {}
+    if (spec.get("updatePolicy") or {}).get("updateMode") == _VPA_OFF:
+        return False
+    policies = (spec.get("resourcePolicy") or {}).get("containerPolicies") or []
+    by_container = {policy.get("containerName"): policy for policy in policies}
+    fallback = by_container.get(_VPA_DEFAULT_POLICY, {})
+    if container_names is None:
+        applicable = [*policies, fallback]
+    else:
+        applicable = [by_container.get(name, fallback) for name in container_names]
+    return any(_policy_controls_limits(policy) for policy in applicable)
+
+
+def _policy_controls_limits(policy: Mapping[str, Any]) -> bool:
+    if policy.get("mode") == _VPA_OFF:
+        return False
+    return policy.get("controlledValues") != _VPA_REQUESTS_ONLY
+
+
+def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo) -> bool:
+    """Whether the VPA's targetRef is the pod's owner.
+
+    A ReplicaSet owner named ``<deployment>-<pod-template-hash>`` counts as its
+    Deployment, which is what a VPA normally targets.
+    """
+    namespace = (vpa.get("metadata") or {}).get("namespace")
+    if namespace is not None and namespace != pod.namespace:
+        return False
+    target = (vpa.get("spec") or {}).get("targetRef") or {}
+    kind = target.get("kind")
+    name = target.get("name")
+    api_version = target.get("apiVersion")
+    group = None if api_version is None else str(api_version).rpartition("/")[0]
+    for owner in pod.owners:
+        if owner.kind == kind and owner.name == name and group in (None, owner.api_group):
+            return True
+        if (
+            kind == "Deployment"
+            and group in (None, "apps")
+            and owner.kind == "ReplicaSet"
+            and owner.api_group == "apps"
+            and owner.name.rpartition("-")[0] == name
+        ):
+            return True
+    return False

@@ -1,0 +1,314 @@
+"""The /metrics endpoint both processes serve (HTTPS on :8443 behind Kubernetes authn/authz).
+
+A scrape must carry a bearer token that a TokenReview authenticates and a
+SubjectAccessReview allows to ``get`` the ``/metrics`` non-resource URL; answers are
+cached briefly so a scrape every few seconds costs no API calls. ``--metrics-secure=false``
+serves plain HTTP without authentication, for local runs only.
+
+``Listener`` (one uvicorn server on one address, TLS from a certificate source) is also
+what the webhook process uses for its admission and probe servers.
+"""
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import prometheus_client
+import uvicorn
+from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from certs.source import CertificateSource, certificate_source
+
+logger = logging.getLogger(__name__)
+
+METRICS_PATH: Final = "/metrics"
+_AUTHN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
+_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+_REVIEW_SECONDS: Final = 5.0
+
+
+class Access(StrEnum):
+    ALLOWED = "allowed"
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
+
+
+class AccessReviewer(Protocol):
+    async def review(self, token: str) -> Access:
+        """Whether the bearer of ``token`` may read the metrics."""
+
+
+class JsonPoster(Protocol):
+    async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+class KubeAccessReviewer:
+    """TokenReview, then SubjectAccessReview for ``get`` on ``/metrics``; results cached."""
+
+    def __init__(
+        self,
+        api: JsonPoster,
+        *,
+        ttl_seconds: float = 10.0,
+        max_entries: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._ttl = ttl_seconds
+        self._max_entries = max_entries
+        self._clock = clock
+        # Keyed by a digest so raw tokens are not kept in memory longer than a request.
+        self._cache: dict[bytes, tuple[Access, float]] = {}
+
+    async def review(self, token: str) -> Access:
+        key = hashlib.sha256(token.encode()).digest()
+        now = self._clock()
+        cached = self._cache.get(key)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        async with asyncio.timeout(_REVIEW_SECONDS):
+            access = await self._review(token)
+        if len(self._cache) >= self._max_entries:
+            self._cache = {k: v for k, v in self._cache.items() if v[1] > now}
+            if len(self._cache) >= self._max_entries:
+                self._cache.clear()
+        self._cache[key] = (access, now + self._ttl)
+        return access
+
+    async def _review(self, token: str) -> Access:
+        token_review = await self._api.post(
+            _AUTHN_REVIEWS,
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token},
+            },
+        )
+        status = token_review.get("status") or {}
+        if not status.get("authenticated"):
+            return Access.UNAUTHENTICATED
+        user = status.get("user") or {}
+        spec = {
+            key: user[field]
+            for key, field in (
+                ("user", "username"),
+                ("uid", "uid"),
+                ("groups", "groups"),
+                ("extra", "extra"),
+            )
+            if user.get(field)
+        }
+        spec["nonResourceAttributes"] = {"path": METRICS_PATH, "verb": "get"}
+        access_review = await self._api.post(
+            _ACCESS_REVIEWS,
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "spec": spec,
+            },
+        )
+        allowed = (access_review.get("status") or {}).get("allowed") is True
+        return Access.ALLOWED if allowed else Access.FORBIDDEN
+
+
+class MetricsApp:
+    """ASGI app serving one registry at /metrics, optionally behind an AccessReviewer."""
+
+    def __init__(self, *, registry: CollectorRegistry, reviewer: AccessReviewer | None) -> None:
+        self._exposition: ASGIApp = prometheus_client.make_asgi_app(registry)
+        self._reviewer = reviewer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != METRICS_PATH:
+            await send_text(send, 404, "not found; metrics are at /metrics")
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await send_text(send, 405, "only GET is served")
+            return
+        if self._reviewer is not None:
+            token = _bearer_token(scope)
+            if token is None:
+                await send_text(send, 401, "a bearer token is required")
+                return
+            try:
+                access = await self._reviewer.review(token)
+            except Exception:
+                logger.warning("cannot review metrics credentials", exc_info=True)
+                await send_text(send, 503, "cannot review credentials right now")
+                return
+            if access is Access.UNAUTHENTICATED:
+                await send_text(send, 401, "the bearer token is not valid")
+                return
+            if access is Access.FORBIDDEN:
+                await send_text(send, 403, "not allowed to get /metrics")
+                return
+        await self._exposition(scope, receive, send)
+
+
+def _bearer_token(scope: Scope) -> str | None:
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+            return None
+    return None
+
+
+async def send_text(send: Send, status: int, text: str) -> None:
+    body = text.encode() + b"\n"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def parse_bind_address(text: str) -> tuple[str, int]:
+    """``":8443"`` (all IPv4 interfaces), ``"127.0.0.1:0"`` or ``"[::1]:9443"`` to (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"bind address {text!r} is not HOST:PORT or :PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"bind address {text!r}: write IPv6 hosts in brackets, [::1]:PORT")
+    return host or "0.0.0.0", int(port_text)  # noqa: S104 - binding all interfaces is the point
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # Several servers share one process; its entry point owns the signals and stops them all.
+        yield
+
+
+class ListenError(Exception):
+    """A listener could not bind its address."""
+
+
+class Listener:
+    """One uvicorn server for ``app`` on ``host:port``; HTTPS when given a certificate source.
+
+    ``bind()`` opens the socket up front so a taken port fails start-up with a clear
+    message, and so a port of 0 is known before serving.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        certificates: CertificateSource | None,
+        keep_alive_seconds: int = 5,
+    ) -> None:
+        self._name = name
+        self._host = host
+        self._port = port
+        self._certificates = certificates
+        self._socket: socket.socket | None = None
+        config_options: dict[str, Any] = {}
+        if certificates is not None:
+            context = certificates.ssl_context()
+            # uvicorn's ssl_* options take file paths and build a context once. Handing it the
+            # source's own context instead lets a rotated certificate reach new handshakes.
+            config_options["ssl_context_factory"] = lambda _config, _default: context
+        self._server = _Server(
+            uvicorn.Config(
+                app,
+                http="httptools",
+                lifespan="off",
+                log_config=None,
+                access_log=False,
+                proxy_headers=False,
+                server_header=False,
+                timeout_keep_alive=keep_alive_seconds,
+                timeout_graceful_shutdown=10,
+                **config_options,
+            )
+        )
+
+    def bind(self) -> int:
+        """Open the listening socket (once); returns the bound port."""
+        if self._socket is None:
+            family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+            try:
+                self._socket = socket.create_server(
+                    (self._host, self._port), family=family, backlog=2048
+                )
+            except OSError as err:
+                raise ListenError(
+                    f"{self._name} server cannot listen on {self._host}:{self._port}: {err}"
+                ) from err
+        port: int = self._socket.getsockname()[1]
+        return port
+
+    async def serve(self) -> None:
+        port = self.bind()
+        assert self._socket is not None
+        if self._certificates is not None:
+            await self._certificates.start()
+        scheme = "https" if self._certificates is not None else "http"
+        logger.info("%s server listening on %s://%s:%d", self._name, scheme, self._host, port)
+        try:
+            await self._server.serve(sockets=[self._socket])
+        finally:
+            if self._certificates is not None:
+                await self._certificates.stop()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+
+
+def metrics_listener(
+    *,
+    bind_address: str,
+    secure: bool,
+    cert_path: Path | None,
+    registry: CollectorRegistry,
+    api: JsonPoster | None,
+) -> Listener:
+    """The metrics server as the ``--metrics-*`` flags describe it.
+
+    ``api`` (for TokenReview/SubjectAccessReview) is required when ``secure``.
+    """
+    host, port = parse_bind_address(bind_address)
+    if not secure:
+        logger.warning(
+            "metrics are served over plain HTTP without authentication (--metrics-secure=false)"
+        )
+        return Listener(
+            name="metrics",
+            app=MetricsApp(registry=registry, reviewer=None),
+            host=host,
+            port=port,
+            certificates=None,
+        )
+    if api is None:
+        raise ValueError("secure metrics need an API client for token and access reviews")
+    return Listener(
+        name="metrics",
+        app=MetricsApp(registry=registry, reviewer=KubeAccessReviewer(api)),
+        host=host,
+        port=port,
+        certificates=certificate_source(cert_dir=cert_path, purpose="metrics"),
+    )

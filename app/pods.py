@@ -1,0 +1,287 @@
+"""Slotted pod records holding only what Headroom's decisions need.
+
+A raw pod dict weighs tens of kilobytes; a cluster-wide cache keeps these records
+instead. Stripping also settles, once, everything derived from the pod: its CPU request
+and current limit in millicores, its QoS class, whether pinning limits to requests
+would make it Guaranteed, and its ``max-cpu`` cap.
+"""
+
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+from app.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION, STATUS_ANNOTATION
+from app.quantity import QuantityError, parse_quantity
+
+GUARANTEED: Final = "Guaranteed"
+BURSTABLE: Final = "Burstable"
+BEST_EFFORT: Final = "BestEffort"
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_RESIZE_PENDING: Final = "PodResizePending"
+_RESIZE_IN_PROGRESS: Final = "PodResizeInProgress"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    # The group part of apiVersion: "apps" for "apps/v1", "" for the core "v1".
+    api_group: str
+    name: str
+    controller: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """An app container or a sidecar (restartable init container)."""
+
+    name: str
+    sidecar: bool
+    # 0 when the container has no CPU request; such a container is never resized.
+    cpu_request_m: int
+    cpu_limit_m: int | None
+    memory_request_bytes: int | None
+    memory_limit_bytes: int | None
+    restart_on_cpu_resize: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    # "" while the pod is not bound.
+    node_name: str
+    phase: str
+    deleting: bool
+    mirror: bool
+    labels: Mapping[str, str]
+    owners: tuple[OwnerRef, ...]
+    # App containers in spec order, then sidecars in spec order.
+    containers: tuple[ContainerInfo, ...]
+    # Those of them with a CPU request: the only ones Headroom sets limits on.
+    cpu_containers: tuple[ContainerInfo, ...]
+    # Plain (non-restartable) init containers; they do not count toward the request.
+    init_cpu_requests_m: tuple[int, ...]
+    qos_class: str
+    # Setting every CPU limit to its request would make the pod Guaranteed.
+    guaranteed_if_pinned: bool
+    # r: CPU requests of app containers and sidecars.
+    request_m: int
+    # c: their CPU limits summed over request-bearing containers; 0 if any has none.
+    limit_m: int
+    max_cpu_m: int | None
+    max_cpu_warning: str | None
+    # Reason of a PodResizePending condition ("Deferred", "Infeasible"), if any.
+    resize_pending: str | None
+    resize_pending_message: str
+    # PodResizeInProgress reports reason Error.
+    resize_error: bool
+    generation: int | None
+    observed_generation: int | None
+    status_annotation: str | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        """Finished or being deleted: not managed, and books no CPU on its node."""
+        return self.deleting or self.phase in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True)
+class _Resources:
+    cpu_request: Fraction | None
+    cpu_limit: Fraction | None
+    memory_request: Fraction | None
+    memory_limit: Fraction | None
+
+
+def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
+    """Strip a pod as the API server returns it; raises ``QuantityError`` on a bad quantity."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = metadata.get("annotations") or {}
+
+    apps = spec.get("containers") or []
+    inits = spec.get("initContainers") or []
+    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
+    plain_inits = [c for c in inits if c.get("restartPolicy") != "Always"]
+    app_resources = [_resources(c) for c in apps]
+    sidecar_resources = [_resources(c) for c in sidecars]
+    plain_resources = [_resources(c) for c in plain_inits]
+    containers = (
+        *(
+            _container(c, sidecar=False, resources=r)
+            for c, r in zip(apps, app_resources, strict=True)
+        ),
+        *(
+            _container(c, sidecar=True, resources=r)
+            for c, r in zip(sidecars, sidecar_resources, strict=True)
+        ),
+    )
+    resizable = [*app_resources, *sidecar_resources]
+    # The pod as it would be if the policy gave it no burst at all.
+    pinned = [
+        _Resources(r.cpu_request, r.cpu_request, r.memory_request, r.memory_limit)
+        if r.cpu_request
+        else r
+        for r in resizable
+    ]
+    cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
+    limits = [c.cpu_limit_m for c in cpu_containers]
+    max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.get(MAX_CPU_ANNOTATION))
+    pending_reason, pending_message, resize_error = _resize_conditions(status)
+    generation = metadata.get("generation")
+    observed = status.get("observedGeneration")
+    return PodInfo(
+        namespace=sys.intern(metadata.get("namespace") or ""),
+        name=metadata.get("name") or "",
+        uid=metadata.get("uid") or "",
+        node_name=sys.intern(spec.get("nodeName") or ""),
+        phase=sys.intern(status.get("phase") or ""),
+        deleting=metadata.get("deletionTimestamp") is not None,
+        mirror=MIRROR_POD_ANNOTATION in annotations,
+        labels=metadata.get("labels") or {},
+        owners=tuple(_owner(ref) for ref in metadata.get("ownerReferences") or ()),
+        containers=containers,
+        cpu_containers=cpu_containers,
+        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
+        qos_class=status.get("qosClass") or _qos([*resizable, *plain_resources]),
+        guaranteed_if_pinned=_qos([*pinned, *plain_resources]) == GUARANTEED,
+        request_m=sum(c.cpu_request_m for c in cpu_containers),
+        limit_m=0 if None in limits else sum(c or 0 for c in limits),
+        max_cpu_m=max_cpu_m,
+        max_cpu_warning=max_cpu_warning,
+        resize_pending=pending_reason,
+        resize_pending_message=pending_message,
+        resize_error=resize_error,
+        generation=generation if isinstance(generation, int) else None,
+        observed_generation=observed if isinstance(observed, int) else None,
+        status_annotation=annotations.get(STATUS_ANNOTATION),
+    )
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """The QoS class the API server computes for a pod spec (init containers included)."""
+    containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+    return _qos([_resources(c) for c in containers])
+
+
+def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
+    """The ``max-cpu`` annotation as ``(cap in millicores, None)``, or ``(None, warning)``.
+
+    An invalid or non-positive value is ignored; the warning is for an event.
+    """
+    if text is None:
+        return None, None
+    try:
+        value = parse_quantity(text)
+    except QuantityError as error:
+        return None, f"ignoring {MAX_CPU_ANNOTATION}: {error}"
+    if value <= 0:
+        return None, f"ignoring {MAX_CPU_ANNOTATION}={text!r}: must be greater than 0"
+    return math.ceil(value * 1000), None
+
+
+def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
+    """R: CPU requested by every non-terminal pod in ``pods`` (managed or not)."""
+    return sum(pod.request_m for pod in pods if not pod.terminal)
+
+
+def _resources(container: Mapping[str, Any]) -> _Resources:
+    resources = container.get("resources") or {}
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    cpu_limit = _quantity(limits.get("cpu"))
+    memory_limit = _quantity(limits.get("memory"))
+    # API-server defaulting: a limit without a request sets the request.
+    cpu_request = _quantity(requests.get("cpu", limits.get("cpu")))
+    memory_request = _quantity(requests.get("memory", limits.get("memory")))
+    return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
+
+
+def _container(
+    container: Mapping[str, Any], *, sidecar: bool, resources: _Resources
+) -> ContainerInfo:
+    restart = any(
+        policy.get("resourceName") == "cpu" and policy.get("restartPolicy") == "RestartContainer"
+        for policy in container.get("resizePolicy") or ()
+    )
+    return ContainerInfo(
+        name=container.get("name") or "",
+        sidecar=sidecar,
+        cpu_request_m=_millis(resources.cpu_request) or 0,
+        cpu_limit_m=_millis(resources.cpu_limit),
+        memory_request_bytes=_ceil(resources.memory_request),
+        memory_limit_bytes=_ceil(resources.memory_limit),
+        restart_on_cpu_resize=restart,
+    )
+
+
+def _owner(ref: Mapping[str, Any]) -> OwnerRef:
+    group, _, _ = str(ref.get("apiVersion") or "").rpartition("/")
+    return OwnerRef(
+        kind=ref.get("kind") or "",
+        api_group=group,
+        name=ref.get("name") or "",
+        controller=bool(ref.get("controller")),
+    )
+
+
+def _resize_conditions(status: Mapping[str, Any]) -> tuple[str | None, str, bool]:
+    pending: str | None = None
+    message = ""
+    error = False
+    for condition in status.get("conditions") or ():
+        if condition.get("status") != "True":
+            continue
+        if condition.get("type") == _RESIZE_PENDING:
+            pending = condition.get("reason") or ""
+            message = condition.get("message") or ""
+        elif condition.get("type") == _RESIZE_IN_PROGRESS:
+            error = condition.get("reason") == "Error"
+    return pending, message, error
+
+
+def _qos(containers: Sequence[_Resources]) -> str:
+    """``ComputePodQOS``: compares summed requests and limits, zero counting as unset."""
+    cpu_requests = [r.cpu_request for r in containers if r.cpu_request]
+    memory_requests = [r.memory_request for r in containers if r.memory_request]
+    cpu_limits = [r.cpu_limit for r in containers if r.cpu_limit]
+    memory_limits = [r.memory_limit for r in containers if r.memory_limit]
+    if not (cpu_requests or memory_requests or cpu_limits or memory_limits):
+        return BEST_EFFORT
+    every_limit_set = all(r.cpu_limit and r.memory_limit for r in containers)
+    if (
+        every_limit_set
+        and bool(cpu_requests)
+        and bool(memory_requests)
+        and sum(cpu_requests, Fraction(0)) == sum(cpu_limits, Fraction(0))
+        and sum(memory_requests, Fraction(0)) == sum(memory_limits, Fraction(0))
+    ):
+        return GUARANTEED
+    return BURSTABLE
+
+
+def _quantity(value: object) -> Fraction | None:
+    if value is None:
+        return None
+    return parse_quantity(str(value))
+
+
+def _millis(value: Fraction | None) -> int | None:
+    if value is None:
+        return None
+    if value < 0:
+        raise QuantityError(f"CPU quantity {value} is negative")
+    return math.ceil(value * 1000)
+
+
+def _ceil(value: Fraction | None) -> int | None:
+    return None if value is None else math.ceil(value)

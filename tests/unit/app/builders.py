@@ -1,0 +1,260 @@
+"""Builders for Kubernetes objects as the API server returns them (plain dicts).
+
+Every builder takes keyword overrides; pass ``None`` to leave a field out. Shared by
+the unit tests of every package.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.labels import (
+    API_VERSION,
+    CONFIG_KIND,
+    CONFIG_NAME,
+    MAX_CPU_ANNOTATION,
+    MODE_LABEL,
+    MODE_MANAGED,
+    STATUS_ANNOTATION,
+)
+from app.pods import PodInfo, pod_info_from_dict
+
+Obj = dict[str, Any]
+
+
+def container(
+    name: str = "app",
+    *,
+    cpu_request: str | None = "500m",
+    cpu_limit: str | None = None,
+    memory_request: str | None = "128Mi",
+    memory_limit: str | None = None,
+    restart_policy: str | None = None,
+    cpu_resize_policy: str | None = None,
+) -> Obj:
+    """A container; ``restart_policy="Always"`` makes it a sidecar under initContainers."""
+    requests = {"cpu": cpu_request, "memory": memory_request}
+    limits = {"cpu": cpu_limit, "memory": memory_limit}
+    result: Obj = {
+        "name": name,
+        "image": "registry.example/app:1",
+        "resources": {
+            "requests": {k: v for k, v in requests.items() if v is not None},
+            "limits": {k: v for k, v in limits.items() if v is not None},
+        },
+    }
+    if restart_policy is not None:
+        result["restartPolicy"] = restart_policy
+    if cpu_resize_policy is not None:
+        result["resizePolicy"] = [
+            {"resourceName": "cpu", "restartPolicy": cpu_resize_policy},
+            {"resourceName": "memory", "restartPolicy": "NotRequired"},
+        ]
+    return result
+
+
+def owner_ref(
+    kind: str = "ReplicaSet",
+    name: str = "web-5d8f7c9b4",
+    *,
+    api_version: str = "apps/v1",
+    controller: bool = True,
+) -> Obj:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": f"uid-{kind.lower()}-{name}",
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def condition(type_: str, *, reason: str = "", message: str = "", status: str = "True") -> Obj:
+    return {"type": type_, "status": status, "reason": reason, "message": message}
+
+
+def pod(
+    name: str = "web-5d8f7c9b4-abcde",
+    *,
+    namespace: str = "team-a",
+    node: str | None = "node-1",
+    containers: Sequence[Obj] | None = None,
+    init_containers: Sequence[Obj] = (),
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    max_cpu: str | None = None,
+    status_annotation: str | None = None,
+    owners: Sequence[Obj] | None = None,
+    phase: str | None = "Running",
+    qos_class: str | None = "Burstable",
+    deletion_timestamp: str | None = None,
+    conditions: Sequence[Obj] = (),
+    generation: int | None = 1,
+    observed_generation: int | None = None,
+    uid: str | None = None,
+) -> Obj:
+    """A pod; ``containers`` defaults to one Burstable app container requesting 500m.
+
+    For a pod as admission sees it on CREATE, pass ``node=None, phase=None,
+    qos_class=None``.
+    """
+    all_annotations = dict(annotations or {})
+    if max_cpu is not None:
+        all_annotations[MAX_CPU_ANNOTATION] = max_cpu
+    if status_annotation is not None:
+        all_annotations[STATUS_ANNOTATION] = status_annotation
+    metadata: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "uid": uid or f"uid-{namespace}-{name}",
+        "labels": dict(labels) if labels is not None else {"app": "web"},
+        "annotations": all_annotations,
+        "ownerReferences": list(owners) if owners is not None else [owner_ref()],
+    }
+    if generation is not None:
+        metadata["generation"] = generation
+    if deletion_timestamp is not None:
+        metadata["deletionTimestamp"] = deletion_timestamp
+    spec: Obj = {
+        "containers": list(containers) if containers is not None else [container()],
+        "restartPolicy": "Always",
+    }
+    if init_containers:
+        spec["initContainers"] = list(init_containers)
+    if node is not None:
+        spec["nodeName"] = node
+    status: Obj = {"conditions": list(conditions)}
+    if phase is not None:
+        status["phase"] = phase
+    if qos_class is not None:
+        status["qosClass"] = qos_class
+    if observed_generation is not None:
+        status["observedGeneration"] = observed_generation
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def pod_info(name: str = "web-5d8f7c9b4-abcde", **overrides: Any) -> PodInfo:
+    """``pod(...)`` stripped to the record the policy and eligibility work on."""
+    return pod_info_from_dict(pod(name, **overrides))
+
+
+def node(
+    name: str = "node-1",
+    *,
+    cpu: str = "16",
+    memory: str = "64Gi",
+    labels: Mapping[str, str] | None = None,
+) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": dict(labels)
+            if labels is not None
+            else {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name},
+        },
+        "status": {
+            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+        },
+    }
+
+
+def namespace(name: str = "team-a", *, labels: Mapping[str, str] | None = None) -> Obj:
+    """A namespace, enrolled (``mode=managed``) unless ``labels`` say otherwise."""
+    all_labels = dict(labels) if labels is not None else {MODE_LABEL: MODE_MANAGED}
+    all_labels["kubernetes.io/metadata.name"] = name
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": all_labels},
+    }
+
+
+def headroom_config(
+    *, name: str = CONFIG_NAME, generation: int | None = 1, spec: Mapping[str, Any] | None = None
+) -> Obj:
+    """A HeadroomConfig; ``spec`` is used as given, so omitted fields take their defaults."""
+    metadata: Obj = {"name": name}
+    if generation is not None:
+        metadata["generation"] = generation
+    return {
+        "apiVersion": API_VERSION,
+        "kind": CONFIG_KIND,
+        "metadata": metadata,
+        "spec": dict(spec) if spec is not None else {},
+    }
+
+
+def limit_range(
+    name: str = "limits",
+    *,
+    namespace: str = "team-a",
+    container_max_cpu: str | None = None,
+    container_ratio: str | None = None,
+    pod_max_cpu: str | None = None,
+    pod_ratio: str | None = None,
+    container_default_cpu: str | None = None,
+) -> Obj:
+    limits: list[Obj] = []
+    container_item: Obj = {"type": "Container"}
+    if container_max_cpu is not None:
+        container_item["max"] = {"cpu": container_max_cpu}
+    if container_ratio is not None:
+        container_item["maxLimitRequestRatio"] = {"cpu": container_ratio}
+    if container_default_cpu is not None:
+        container_item["default"] = {"cpu": container_default_cpu}
+    if len(container_item) > 1:
+        limits.append(container_item)
+    pod_item: Obj = {"type": "Pod"}
+    if pod_max_cpu is not None:
+        pod_item["max"] = {"cpu": pod_max_cpu}
+    if pod_ratio is not None:
+        pod_item["maxLimitRequestRatio"] = {"cpu": pod_ratio}
+    if len(pod_item) > 1:
+        limits.append(pod_item)
+    return {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"limits": limits},
+    }
+
+
+def resource_quota(
+    name: str = "quota", *, namespace: str = "team-a", hard: Mapping[str, str] | None = None
+) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"hard": dict(hard) if hard is not None else {"requests.cpu": "10"}},
+    }
+
+
+def vpa(
+    name: str = "web",
+    *,
+    namespace: str = "team-a",
+    target_kind: str = "Deployment",
+    target_name: str = "web",
+    target_api_version: str | None = "apps/v1",
+    update_mode: str | None = None,
+    container_policies: Sequence[Obj] | None = None,
+) -> Obj:
+    """A VerticalPodAutoscaler; no container policies means the default, limits included."""
+    target: Obj = {"kind": target_kind, "name": target_name}
+    if target_api_version is not None:
+        target["apiVersion"] = target_api_version
+    spec: Obj = {"targetRef": target}
+    if update_mode is not None:
+        spec["updatePolicy"] = {"updateMode": update_mode}
+    if container_policies is not None:
+        spec["resourcePolicy"] = {"containerPolicies": list(container_policies)}
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
