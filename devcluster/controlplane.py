@@ -258,20 +258,31 @@ class ControlPlane:
         self.kubeconfig.write_text(json.dumps(config, indent=2))
         self.kubeconfig.chmod(0o600)
 
-    def _start_controller_manager(self) -> None:
+    def _start_component(self, name: str, extra: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler: admin credentials, no election,
+        a health port of its own on loopback."""
         port = free_port()
         kc = str(self.kubeconfig)
         proc = self._spawn(
-            "kube-controller-manager",
+            name,
             [
-                str(self.tool("kube-controller-manager")),
+                str(self.tool(name)),
                 f"--kubeconfig={kc}",
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--cert-dir={self.work_dir / 'kcm-certs'}",
+                f"--cert-dir={self.work_dir / f'{name}-certs'}",
+                *extra,
+            ],
+        )
+        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
+
+    def _start_controller_manager(self) -> None:
+        self._start_component(
+            "kube-controller-manager",
+            [
                 f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
                 f"--root-ca-file={self.ca_file}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -281,25 +292,9 @@ class ControlPlane:
                 "--concurrent-resource-quota-syncs=2",
             ],
         )
-        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
 
     def _start_scheduler(self) -> None:
-        port = free_port()
-        kc = str(self.kubeconfig)
-        proc = self._spawn(
-            "kube-scheduler",
-            [
-                str(self.tool("kube-scheduler")),
-                f"--kubeconfig={kc}",
-                f"--authentication-kubeconfig={kc}",
-                f"--authorization-kubeconfig={kc}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--cert-dir={self.work_dir / 'scheduler-certs'}",
-            ],
-        )
-        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
+        self._start_component("kube-scheduler", [])
 
     def _start_kwok(self) -> None:
         port = free_port()

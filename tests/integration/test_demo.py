@@ -14,6 +14,7 @@ from typing import Any
 
 from devcluster import locate_binaries
 from tests.integration.conftest import REPO
+from tests.unit.docs.test_commands import COVERED, DEMO
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, *, timeout: float) -> list[str]:
@@ -46,6 +47,13 @@ def test_demo_walks_the_rollout_and_leaves_the_promised_state() -> None:
         lines += _read_until(proc, "kubectl headroom status", timeout=10)
         output = "\n".join(lines)
         assert "All steps behaved as the runbook says." in output, output
+        # Every docs command the docs test maps to the demo was run verbatim ($ lines).
+        ran = [line.strip()[2:] for line in lines if line.strip().startswith("$ ")]
+        for command, where in COVERED.items():
+            if where != DEMO or command == "make demo":
+                continue
+            pattern = re.escape(command).replace(re.escape("<pod>"), r"\S+")
+            assert any(re.fullmatch(pattern, r) for r in ran), f"demo never ran: {command}"
         found_kubeconfig = re.search(r"export KUBECONFIG=(\S+)", output)
         found_namespace = re.search(r"kubectl get pods -n (\S+)", output)
         assert found_kubeconfig, output

@@ -16,6 +16,9 @@ import pytest
 from tests.unit.docs.markdown import REPO_ROOT, shell_commands, user_docs
 
 DEMO: Final = "demo"
+_INSTALL_TESTS = "tests/integration/chart/test_install.py"
+_INSTALL = f"{_INSTALL_TESTS}::test_make_install_sample_config_and_uninstall_keeps_both"
+_DEPLOY = f"{_INSTALL_TESTS}::test_make_deploy_installs_every_object_and_undeploy_removes_them"
 CI: Final = "ci"
 CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
 _CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
@@ -34,14 +37,14 @@ COVERED: Final[dict[str, str]] = {
         "tests/integration/test_crd.py::test_uninstalling_the_chart_keeps_the_crd_and_the_config"
     ),
     "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
-    "--namespace kube-headroom-system --create-namespace": DEMO,
+    "--namespace kube-headroom-system --create-namespace": _DEPLOY,
     "helm template kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom": (
         f"{_CHART_TESTS}::test_objects_are_unique_and_namespaced_into_the_release_namespace"
     ),
-    "make install": DEMO,
-    "make deploy IMG=<registry>/kube-headroom:<tag>": DEMO,
-    "kubectl apply -k config/samples": DEMO,
-    "kubectl get hcfg cluster": DEMO,
+    "make install": _INSTALL,
+    "make deploy IMG=<registry>/kube-headroom:<tag>": _DEPLOY,
+    "kubectl apply -k config/samples": _INSTALL,
+    "kubectl get hcfg cluster": _INSTALL,
     # Rollout and day 2.
     "kubectl label ns team-a kube-headroom.dev/mode=managed": DEMO,
     "kubectl get pod -n team-a <pod> "

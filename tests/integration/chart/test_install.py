@@ -1,0 +1,300 @@
+"""The install path of the runbook, on the real control plane: `make install`,
+`kubectl apply -k config/samples`, `make deploy IMG=…`, the operator chart's optional
+parts, `make undeploy`, and `make uninstall` (which keeps the CRD and the live config).
+
+The webhook configurations a deploy registers point at simulated pods that serve nothing,
+and the HeadroomConfig one fails closed: every test removes the release before it ends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from app.labels import CONFIG_NAME
+from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
+from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
+
+IMG = "registry.example/kube-headroom:test"
+CRD_RELEASE = "kube-headroom-crds"
+CA_INJECTION = "cert-manager.io/inject-ca-from"
+RELEASE_PODS = f"app.kubernetes.io/instance={RELEASE}"
+
+Manifest = dict[str, Any]
+
+
+def make(cluster: Cluster, helm_bin: Path, target: str, *variables: str) -> str:
+    """The real `make` target, aimed at the test cluster (KUBECONFIG, PATH, HELM)."""
+    result = subprocess.run(
+        ["make", "--no-print-directory", target, *variables],
+        cwd=REPO,
+        env={**cluster.environ(), "HELM": str(helm_bin)},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"make {target} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def release_objects(cluster: Cluster, helm_bin: Path) -> list[Manifest]:
+    """What the release rendered: its manifest and its hooks, as helm recorded them."""
+    docs: list[Manifest] = []
+    for what in ("manifest", "hooks"):
+        text = run_helm(cluster, helm_bin, "get", what, RELEASE, "--namespace", RELEASE_NAMESPACE)
+        docs.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return docs
+
+
+def _key(obj: Manifest) -> tuple[str, str, str, str]:
+    group = obj["apiVersion"].rpartition("/")[0]
+    meta = obj["metadata"]
+    return group, obj["kind"], meta.get("namespace", ""), meta["name"]
+
+
+def stored(cluster: Cluster, objects: Sequence[Manifest]) -> dict[tuple[str, str, str, str], Any]:
+    """The server's copy of each object, by identity; a missing one fails kubectl."""
+    kubectl = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
+    result = subprocess.run(
+        [*kubectl, "get", "-f", "-", "-o", "json"],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    items = found["items"] if found["kind"] == "List" else [found]
+    return {_key(item): item for item in items}
+
+
+def differences(rendered: Any, server: Any, path: str = "") -> list[str]:
+    """Where the server's copy lacks or changed a rendered field (defaults may be added)."""
+    if isinstance(rendered, dict):
+        if not isinstance(server, dict):
+            return [f"{path}: {server!r}"]
+        return [
+            problem
+            for key, value in rendered.items()
+            for problem in (
+                differences(value, server[key], f"{path}.{key}")
+                if key in server
+                else [f"{path}.{key}: dropped"]
+            )
+        ]
+    if isinstance(rendered, list):
+        if not isinstance(server, list) or len(server) != len(rendered):
+            return [f"{path}: {server!r}"]
+        return [
+            problem
+            for index, (item, kept) in enumerate(zip(rendered, server, strict=True))
+            for problem in differences(item, kept, f"{path}[{index}]")
+        ]
+    return [] if rendered == server else [f"{path}: {server!r}, rendered {rendered!r}"]
+
+
+def assert_stored_as_rendered(cluster: Cluster, objects: Sequence[Manifest]) -> None:
+    """Every rendered object exists, and the API server kept every field it was given:
+    nothing was rejected, and no CRD schema pruned a field away."""
+    copies = stored(cluster, objects)
+    assert set(copies) == {_key(obj) for obj in objects}
+    problems = [
+        f"{'/'.join(_key(obj)[1:])}{problem}"
+        for obj in objects
+        for problem in differences(obj, copies[_key(obj)])
+    ]
+    assert problems == []
+
+
+def assert_available(cluster: Cluster, objects: Sequence[Manifest]) -> None:
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            cluster.kubectl(
+                "wait", f"deployment/{obj['metadata']['name']}",
+                f"--namespace={RELEASE_NAMESPACE}", "--for=condition=Available", "--timeout=60s",
+            )  # fmt: skip
+
+
+def secret_token(cluster: Cluster, name: str) -> str:
+    return cluster.kubectl(
+        "get", "secret", name, f"--namespace={RELEASE_NAMESPACE}", "-o", "jsonpath={.data.token}"
+    )
+
+
+def assert_tokens_issued(cluster: Cluster, objects: Sequence[Manifest]) -> None:
+    """Service-account-token Secrets get a token from the controller manager."""
+    for obj in objects:
+        if obj["kind"] == "Secret" and obj.get("type") == "kubernetes.io/service-account-token":
+            name = obj["metadata"]["name"]
+            eventually(partial(secret_token, cluster, name), what=f"a token in Secret {name}")
+
+
+def kinds(objects: Sequence[Manifest]) -> set[str]:
+    return {obj["kind"] for obj in objects}
+
+
+def hcfg_columns(cluster: Cluster) -> dict[str, str]:
+    """`kubectl get hcfg cluster` as printed, by column (a column may be blank)."""
+    header, row = cluster.kubectl("get", "hcfg", CONFIG_NAME).rstrip("\n").splitlines()
+    columns = [(match.group(), match.start()) for match in re.finditer(r"\S+", header)]
+    ends = [start for _, start in columns[1:]] + [len(row)]
+    return {name: row[start:end].strip() for (name, start), end in zip(columns, ends, strict=True)}
+
+
+def release_pods(cluster: Cluster) -> str:
+    return cluster.kubectl(
+        "get",
+        "pods",
+        f"--namespace={RELEASE_NAMESPACE}",
+        f"--selector={RELEASE_PODS}",
+        "-o",
+        "name",
+    ).strip()
+
+
+@pytest.fixture(scope="module")
+def install_node(control_plane: Cluster) -> Iterator[str]:
+    """A simulated node, so the Deployments' pods run and `--wait` completes."""
+    name = control_plane.create_node(f"install-{uuid.uuid4().hex[:8]}")
+    yield name
+    control_plane.delete_node(name)
+
+
+@pytest.fixture
+def clean_install(
+    control_plane: Cluster,
+    helm: Path,
+    headroom_crd: str,
+    third_party_crds: list[str],
+    install_node: str,
+) -> Iterator[None]:
+    """Leave the cluster as the session had it: no operator release (nor its webhook
+    configurations), no HeadroomConfig, the CRD chart installed."""
+    try:
+        yield
+    finally:
+        run_helm(
+            control_plane, helm, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}",
+            "--ignore-not-found", "--wait",
+        )  # fmt: skip
+        control_plane.kubectl("delete", "hcfg", CONFIG_NAME, "--ignore-not-found")
+        run_helm(control_plane, helm, "upgrade", "--install", CRD_RELEASE, f"chart/{CRD_RELEASE}")
+        eventually(lambda: not release_pods(control_plane), what="the release's pods to go")
+
+
+def test_make_install_sample_config_and_uninstall_keeps_both(
+    control_plane: Cluster, helm: Path, clean_install: None
+) -> None:
+    make(control_plane, helm, "install")
+    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
+
+    applied = control_plane.kubectl("apply", "-k", "config/samples")
+    assert applied.strip() == "headroomconfig.kube-headroom.dev/cluster created"
+    columns = hcfg_columns(control_plane)
+    assert columns["NAME"] == CONFIG_NAME
+    assert columns["DRYRUN"] == "true"
+
+    make(control_plane, helm, "uninstall")
+    assert CRD_RELEASE not in run_helm(control_plane, helm, "list", "--all-namespaces", "-q")
+    crd = json.loads(control_plane.kubectl("get", "crd", CRD, "-o", "json"))
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert hcfg_columns(control_plane)["DRYRUN"] == "true"
+
+
+def test_make_deploy_installs_every_object_and_undeploy_removes_them(
+    control_plane: Cluster, helm: Path, clean_install: None
+) -> None:
+    make(control_plane, helm, "install")
+    make(control_plane, helm, "deploy", f"IMG={IMG}")
+
+    objects = release_objects(control_plane, helm)
+    # The install asks the server, which serves ValidatingAdmissionPolicy: the reconciler's
+    # pod-write policy is part of it.
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds(objects)
+    assert_stored_as_rendered(control_plane, objects)
+    assert_available(control_plane, objects)
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {
+        f"{RELEASE}-reconciler",
+        f"{RELEASE}-webhook",
+    }
+    for deployment in deployments:
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == IMG
+
+    # cert-manager injects the CA of the Certificate whose Secret the webhook serves from.
+    certificate = f"{RELEASE}-webhook-cert"
+    for kind in ("mutating", "validating"):
+        configuration = json.loads(
+            control_plane.kubectl(
+                "get", f"{kind}webhookconfiguration", f"{RELEASE}-{kind}", "-o", "json"
+            )
+        )
+        annotations = configuration["metadata"]["annotations"]
+        assert annotations[CA_INJECTION] == f"{RELEASE_NAMESPACE}/{certificate}"
+    secret_name = control_plane.kubectl(
+        "get", "certificates.cert-manager.io", certificate, f"--namespace={RELEASE_NAMESPACE}",
+        "-o", "jsonpath={.spec.secretName}",
+    )  # fmt: skip
+    webhook = next(d for d in deployments if d["metadata"]["name"] == f"{RELEASE}-webhook")
+    volumes = webhook["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "webhook-certs", "secret": {"secretName": secret_name}} in volumes
+
+    make(control_plane, helm, "undeploy")
+    left = control_plane.kubectl(
+        "get", "-f", "-", "--ignore-not-found", "-o", "name",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+    )  # fmt: skip
+    assert left.strip() == ""
+    eventually(lambda: not release_pods(control_plane), what="the release's pods to go")
+
+
+VARIANTS = [
+    pytest.param(
+        ["prometheus.enable=true", "metrics.certManagerTLS=true"],
+        {"ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"},
+        id="prometheus-and-metrics-tls",
+    ),
+    pytest.param(
+        ["networkPolicy.enable=true", "replicas=2"],
+        {"NetworkPolicy", "PodDisruptionBudget"},
+        id="network-policies-and-disruption-budgets",
+    ),
+    pytest.param(
+        ["webhook.enable=false", "headroomConfig.create=true"],
+        {"HeadroomConfig"},
+        id="webhook-off-with-config",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "expected_kinds"), VARIANTS)
+def test_operator_chart_variant_is_accepted_as_rendered(
+    control_plane: Cluster,
+    helm: Path,
+    clean_install: None,
+    settings: list[str],
+    expected_kinds: set[str],
+) -> None:
+    """The optional parts validate against the real API server and the real third-party
+    CRDs (cert-manager, Prometheus Operator), and their fields survive storage."""
+    run_helm(
+        control_plane, helm, "upgrade", "--install", RELEASE, "chart/kube-headroom",
+        f"--namespace={RELEASE_NAMESPACE}", "--create-namespace", "--wait",
+        *(f"--set={setting}" for setting in settings),
+    )  # fmt: skip
+    objects = release_objects(control_plane, helm)
+    assert expected_kinds <= kinds(objects)
+    assert_stored_as_rendered(control_plane, objects)
+    assert_available(control_plane, objects)
+    assert_tokens_issued(control_plane, objects)
