@@ -303,13 +303,12 @@ def quantile(q: float, before: list[tuple[float, float]], after: list[tuple[floa
     return "n/a"
 
 
-async def until(predicate: Any, *, limit: float, interval: float = 0.5) -> float:
+async def until(predicate: Any, *, limit: float, interval: float = 0.5) -> None:
     started = time.monotonic()
     while not predicate():
         if time.monotonic() - started > limit:
             raise TimeoutError(f"not reached within {limit}s")
         await asyncio.sleep(interval)
-    return time.monotonic() - started
 
 
 def decode_cost(page: bytes, *, paused: bool) -> float:

@@ -29,6 +29,40 @@ REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 
 
+def render_webhook_configurations(
+    helm: Path, *, url: str, ca_pem: bytes, values: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The chart's Mutating/ValidatingWebhookConfigurations rendered by the real helm,
+    with each in-cluster Service reference replaced by ``url`` + the hook's path."""
+    ca_bundle = base64.b64encode(ca_pem).decode()
+    sets = {
+        "certmanager.enable": "false",
+        "webhook.certSecretName": "local",
+        "webhook.caBundle": ca_bundle,
+        **(values or {}),
+    }
+    rendered = subprocess.run(
+        [
+            str(helm),
+            "template",
+            "kube-headroom",
+            str(REPO / "chart" / "kube-headroom"),
+            "--namespace=kube-headroom-system",
+            "--show-only=templates/webhook-configurations.yaml",
+            *[f"--set={key}={value}" for key, value in sets.items()],
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    objects: list[dict[str, Any]] = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    for obj in objects:
+        for hook in obj["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"{url}{path}", "caBundle": ca_bundle}
+    return objects
+
+
 @dataclass
 class Process:
     name: str
@@ -153,36 +187,12 @@ class LocalHeadroom:
     def webhook_configurations(self, *, values: Mapping[str, str] | None = None) -> list[Any]:
         """The chart's webhook configurations, aimed at the local webhook."""
         assert self.cert_dir is not None, "generate_webhook_certs() first"
-        ca_bundle = base64.b64encode((self.cert_dir / "ca.crt").read_bytes()).decode()
-        sets = {
-            "certmanager.enable": "false",
-            "webhook.certSecretName": "local",
-            "webhook.caBundle": ca_bundle,
-            **(values or {}),
-        }
-        rendered = subprocess.run(
-            [
-                str(self.helm),
-                "template",
-                "kube-headroom",
-                str(REPO / "chart" / "kube-headroom"),
-                "--namespace=kube-headroom-system",
-                "--show-only=templates/webhook-configurations.yaml",
-                *[f"--set={key}={value}" for key, value in sets.items()],
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
-        for obj in objects:
-            for hook in obj["webhooks"]:
-                path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{self.webhook_port}{path}",
-                    "caBundle": ca_bundle,
-                }
-        return objects
+        return render_webhook_configurations(
+            self.helm,
+            url=f"https://127.0.0.1:{self.webhook_port}",
+            ca_pem=(self.cert_dir / "ca.crt").read_bytes(),
+            values=values,
+        )
 
     def register_webhooks(self, *, values: Mapping[str, str] | None = None) -> list[str]:
         objects = self.webhook_configurations(values=values)

@@ -117,7 +117,7 @@ COMMON_WEBHOOK = {
             "/validate/resourcequotas",
             ["CREATE", "UPDATE"],
             "resourcequotas",
-            "Fail",
+            "Ignore",
         ),
         (
             "ValidatingWebhookConfiguration",
@@ -205,11 +205,11 @@ def test_custom_namespace_selector_reaches_every_namespace_scoped_webhook() -> N
 @pytest.mark.parametrize(
     ("values", "quota_policy", "namespace_policy", "timeout"),
     [
-        ({}, "Fail", "Ignore", 5),
-        ({"resourceQuotaFailurePolicy": "Ignore"}, "Ignore", "Ignore", 5),
-        ({"namespaceFailurePolicy": "Fail", "timeoutSeconds": 3}, "Fail", "Fail", 3),
+        ({}, "Ignore", "Ignore", 5),
+        ({"resourceQuotaFailurePolicy": "Fail"}, "Fail", "Ignore", 5),
+        ({"namespaceFailurePolicy": "Fail", "timeoutSeconds": 3}, "Ignore", "Fail", 3),
     ],
-    ids=["defaults", "quota-ignore", "namespace-fail-short-timeout"],
+    ids=["defaults", "quota-fail", "namespace-fail-short-timeout"],
 )
 def test_failure_policies_and_timeout_are_values(
     values: dict[str, Any], quota_policy: str, namespace_policy: str, timeout: int

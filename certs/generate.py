@@ -1,0 +1,146 @@
+"""Generate a CA and serving certificates (ECDSA P-256) for local runs, tests and self-signing."""
+
+import datetime
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# Back-dating absorbs small clock skew between this machine and the verifying peer.
+_BACKDATE = datetime.timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedCertificate:
+    """A PEM certificate and its PEM (PKCS#8, unencrypted) private key."""
+
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def service_dns_names(*, service: str, namespace: str) -> list[str]:
+    """The names a client may use to reach a Service from inside the cluster."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def generate_ca(
+    *, common_name: str, valid_for: datetime.timedelta, now: datetime.datetime
+) -> IssuedCertificate:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    cert = (
+        _builder(
+            subject=name, issuer=name, public_key=key.public_key(), now=now, valid_for=valid_for
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return IssuedCertificate(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
+
+
+def generate_serving(
+    *,
+    ca: IssuedCertificate,
+    dns_names: Sequence[str],
+    ip_addresses: Sequence[str],
+    valid_for: datetime.timedelta,
+    now: datetime.datetime,
+) -> IssuedCertificate:
+    """A server certificate signed by ``ca`` for the given SANs (at least one is required)."""
+    if not dns_names and not ip_addresses:
+        raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the CA key must be an EC key")
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    common_name = dns_names[0] if dns_names else ip_addresses[0]
+    cert = (
+        _builder(
+            subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
+            issuer=ca_cert.subject,
+            public_key=key.public_key(),
+            now=now,
+            valid_for=valid_for,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return IssuedCertificate(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
+
+
+def _builder(
+    *,
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    now: datetime.datetime,
+    valid_for: datetime.timedelta,
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + valid_for)
+    )
+
+
+def _cert_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )

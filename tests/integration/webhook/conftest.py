@@ -1,0 +1,293 @@
+"""The real ``headroom-webhook`` process, called by the real API server over TLS.
+
+Each webhook process gets webhook configurations of its own (``clientConfig.url`` on
+127.0.0.1, ``caBundle`` from ``headroom-certs``) scoped by a per-process label, so other
+tests on the same control plane never reach it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography import x509
+
+from certs.cli import main as headroom_certs
+from devcluster.controlplane import free_port
+from devcluster.headroom import render_webhook_configurations
+from tests.integration.conftest import REPO, Cluster, eventually
+
+SCOPE_LABEL = "headroom-test/webhook"
+MODE_LABEL = "kube-headroom.dev/mode"
+
+
+@dataclass
+class Webhook:
+    cluster: Cluster
+    process: subprocess.Popen[bytes]
+    port: int
+    metrics_port: int
+    probe_port: int
+    cert_dir: Path
+    log_path: Path
+    scope: str
+    configurations: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def ready(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.probe_port}/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def serving_serial(self) -> int:
+        """The serial of the certificate a new connection is served."""
+        context = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+        with (
+            socket.create_connection(("127.0.0.1", self.port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der).serial_number
+
+    def register(self) -> None:
+        """Create webhook configurations pointing at this process; wait until they act."""
+        ca_bundle = base64.b64encode((self.cert_dir / "ca.crt").read_bytes()).decode()
+        self.configurations = f"headroom-test-{self.scope}"
+        objects = webhook_configurations(
+            name=self.configurations,
+            url=self.url,
+            ca_bundle=ca_bundle,
+            scope=self.scope,
+            helm=self.cluster.bin_dir / "helm",
+        )
+        self.cluster.kubectl(
+            "create",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        )
+        # The API server picks configurations up asynchronously: wait for a denial.
+        probe = headroom_config(
+            self.scope, spec={"namespaceSelector": {"matchLabels": {"a b": "c"}}}
+        )
+        eventually(
+            lambda: (
+                "is invalid"
+                in kubectl_result(self.cluster, "create", "--dry-run=server", obj=probe).stderr
+            ),
+            what="the validating webhook to be called",
+        )
+
+    def unregister(self) -> None:
+        if self.configurations:
+            self.cluster.kubectl(
+                "delete",
+                "mutatingwebhookconfiguration,validatingwebhookconfiguration",
+                self.configurations,
+                "--ignore-not-found",
+            )
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=30)
+
+    def log_messages(self) -> list[str]:
+        return [
+            json.loads(line)["msg"]
+            for line in self.log_path.read_text().splitlines()
+            if line.startswith("{")
+        ]
+
+
+def webhook_configurations(
+    *, name: str, url: str, ca_bundle: str, scope: str, helm: Path
+) -> list[dict[str, Any]]:
+    """The chart's own webhook configurations (rendered by the real helm), aimed at a
+    local process and narrowed to objects labelled with this process's scope, so other
+    tests on the same control plane never reach it."""
+    objects = render_webhook_configurations(helm, url=url, ca_pem=base64.b64decode(ca_bundle))
+    for obj in objects:
+        obj["metadata"] = {"name": name}
+        for hook in obj["webhooks"]:
+            cluster_scoped = hook["rules"][0].get("scope") == "Cluster"
+            key = "objectSelector" if cluster_scoped else "namespaceSelector"
+            selector = hook.setdefault(key, {})
+            selector.setdefault("matchLabels", {})[SCOPE_LABEL] = scope
+    return objects
+
+
+def headroom_config(scope: str, *, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kube-headroom.dev/v1alpha1",
+        "kind": "HeadroomConfig",
+        "metadata": {"name": "cluster", "labels": {SCOPE_LABEL: scope}},
+        "spec": spec,
+    }
+
+
+def quota(name: str, *, hard: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name},
+        "spec": {"hard": hard},
+    }
+
+
+def pod(name: str, *, cpu_request: str = "500m", cpu_limit: str | None = None) -> dict[str, Any]:
+    limits = {"memory": "256Mi"} if cpu_limit is None else {"cpu": cpu_limit, "memory": "256Mi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example/app:1",
+                    "resources": {
+                        "requests": {"cpu": cpu_request, "memory": "128Mi"},
+                        "limits": limits,
+                    },
+                }
+            ],
+        },
+    }
+
+
+def kubectl_result(
+    cluster: Cluster, *args: str, obj: dict[str, Any] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run kubectl (reading ``obj`` as ``-f -`` when given); never raises on failure."""
+    files = ["-f", "-"] if obj is not None else []
+    return subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}", *args, *files],
+        input=json.dumps(obj) if obj is not None else None,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def cpu_limit_after_dry_run_create(cluster: Cluster, namespace: str) -> str | None:
+    """Create a pod with server-side dry-run (admission runs, nothing is stored)."""
+    result = kubectl_result(
+        cluster, "create", "-n", namespace, "--dry-run=server", "-o", "json", obj=pod("probe")
+    )
+    if result.returncode != 0:
+        return None
+    limits = json.loads(result.stdout)["spec"]["containers"][0]["resources"]["limits"]
+    return limits.get("cpu")
+
+
+def start_webhook(cluster: Cluster, workdir: Path) -> Webhook:
+    cert_dir = workdir / "certs"
+    assert headroom_certs(["--out-dir", str(cert_dir), "--ip", "127.0.0.1", "--write-ca-key"]) == 0
+    ports = free_port(), free_port(), free_port()
+    log_path = workdir / "webhook.log"
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "webhook.main",
+                f"--bind-address=127.0.0.1:{ports[0]}",
+                f"--metrics-bind-address=127.0.0.1:{ports[1]}",
+                f"--health-probe-bind-address=127.0.0.1:{ports[2]}",
+                f"--cert-dir={cert_dir}",
+                f"--kubeconfig={cluster.kubeconfig}",
+            ],
+            stderr=log,
+            cwd=REPO,
+        )
+    webhook = Webhook(
+        cluster=cluster,
+        process=process,
+        port=ports[0],
+        metrics_port=ports[1],
+        probe_port=ports[2],
+        cert_dir=cert_dir,
+        log_path=log_path,
+        scope=uuid.uuid4().hex[:10],
+    )
+    eventually(lambda: webhook.process.poll() is not None or webhook.ready(), what="webhook ready")
+    assert webhook.process.poll() is None, log_path.read_text()
+    return webhook
+
+
+@pytest.fixture
+def make_webhook(
+    control_plane: Cluster, headroom_crd: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[], Webhook]]:
+    """Start (and register) webhook processes; all are stopped and unregistered after."""
+    started: list[Webhook] = []
+
+    def make() -> Webhook:
+        webhook = start_webhook(control_plane, tmp_path_factory.mktemp("webhook"))
+        started.append(webhook)
+        webhook.register()
+        return webhook
+
+    yield make
+    for webhook in started:
+        webhook.unregister()
+        webhook.stop()
+
+
+@pytest.fixture
+def webhook(make_webhook: Callable[[], Webhook]) -> Webhook:
+    return make_webhook()
+
+
+@pytest.fixture
+def scoped_namespace(control_plane: Cluster, namespace: str, webhook: Webhook) -> str:
+    """A fresh namespace the webhook's configurations apply to (not enrolled)."""
+    control_plane.kubectl("label", "namespace", namespace, f"{SCOPE_LABEL}={webhook.scope}")
+    return namespace
+
+
+@pytest.fixture
+def enforcing(control_plane: Cluster, webhook: Webhook) -> Iterator[Callable[[str], None]]:
+    """A HeadroomConfig with dryRun false; ``enforcing(ns)`` waits until ``ns`` is seeded."""
+    control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
+    control_plane.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(headroom_config(webhook.scope, spec={"dryRun": False})),
+    )
+
+    def wait_until_seeding(namespace: str) -> None:
+        eventually(
+            lambda: cpu_limit_after_dry_run_create(control_plane, namespace) == "1",
+            what=f"pods in {namespace} to be seeded",
+        )
+
+    yield wait_until_seeding
+    control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
+
+
+@pytest.fixture
+def managed_namespace(control_plane: Cluster, scoped_namespace: str) -> str:
+    control_plane.kubectl("label", "namespace", scoped_namespace, f"{MODE_LABEL}=managed")
+    return scoped_namespace

@@ -1,0 +1,163 @@
+"""Builders for AdmissionReviews, new pods and a seeded cluster cache; a fake API reader."""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+from app.kube.http import ApiError
+from tests.unit.app.builders import headroom_config, namespace, pod
+from webhook.cache import ClusterCache, Resource
+
+Obj = dict[str, Any]
+
+GVK = {
+    "Pod": {"group": "", "version": "v1", "kind": "Pod"},
+    "ResourceQuota": {"group": "", "version": "v1", "kind": "ResourceQuota"},
+    "Namespace": {"group": "", "version": "v1", "kind": "Namespace"},
+    "HeadroomConfig": {
+        "group": "kube-headroom.dev",
+        "version": "v1alpha1",
+        "kind": "HeadroomConfig",
+    },
+}
+
+
+def admission_review(
+    obj: Mapping[str, Any] | None,
+    *,
+    kind: str | None = None,
+    operation: str = "CREATE",
+    old: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    uid: str | None = None,
+    dry_run: bool = False,
+) -> Obj:
+    """An AdmissionReview v1 request as the API server sends it; fields default from ``obj``."""
+    source = obj if obj is not None else old or {}
+    metadata = source.get("metadata") or {}
+    kind = kind or source.get("kind") or "Pod"
+    request: Obj = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": GVK[kind],
+        "resource": {
+            "group": GVK[kind]["group"],
+            "version": GVK[kind]["version"],
+            "resource": kind.lower() + "s",
+        },
+        "requestKind": GVK[kind],
+        "operation": operation,
+        "userInfo": {"username": "tester", "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": dry_run,
+        "options": None,
+    }
+    ns = namespace if namespace is not None else metadata.get("namespace")
+    if ns:
+        request["namespace"] = ns
+    if name is not None or metadata.get("name"):
+        request["name"] = name if name is not None else metadata["name"]
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def new_pod(
+    *,
+    namespace: str = "team-a",
+    containers: Sequence[Obj] | None = None,
+    init_containers: Sequence[Obj] = (),
+    labels: Mapping[str, str] | None = None,
+    max_cpu: str | None = None,
+    owners: Sequence[Obj] | None = None,
+) -> Obj:
+    """A pod as a CREATE admission carries it: unbound, no status, no uid yet."""
+    obj = pod(
+        "web-abcde",
+        namespace=namespace,
+        node=None,
+        containers=containers,
+        init_containers=init_containers,
+        labels=labels,
+        max_cpu=max_cpu,
+        owners=owners,
+        qos_class=None,
+        generation=None,
+    )
+    del obj["metadata"]["uid"]
+    obj["status"] = {}
+    return obj
+
+
+def cluster_cache(
+    *,
+    namespaces: Sequence[Obj] = (),
+    quotas: Sequence[Obj] = (),
+    limit_ranges: Sequence[Obj] = (),
+    config: Obj | None = None,
+    api: "FakeKube | None" = None,
+    unsynced: Sequence[Resource] = (),
+) -> ClusterCache:
+    """A cache holding exactly these objects (the managed ``team-a`` by default).
+
+    Every resource counts as listed except those in ``unsynced``.
+    """
+    cache = ClusterCache(api=api or FakeKube())
+    contents: dict[Resource, Sequence[Obj]] = {
+        Resource.NAMESPACES: namespaces or [namespace("team-a")],
+        Resource.RESOURCE_QUOTAS: quotas,
+        Resource.LIMIT_RANGES: limit_ranges,
+        Resource.CONFIG: [config or headroom_config(spec={"dryRun": False})],
+    }
+    for resource, objects in contents.items():
+        if resource not in unsynced:
+            cache.replace(resource, objects)
+    return cache
+
+
+class FakeKube:
+    """Answers GETs from a dict of path -> object and serves scripted watch streams.
+
+    A path mapped to an exception raises it; one mapped to a function is called with the
+    query parameters. ``watches`` holds, per path, a queue of streams; each stream is a
+    list of events or an exception to raise.
+    """
+
+    def __init__(
+        self,
+        objects: Mapping[str, Obj | Exception | Callable[[Mapping[str, str]], Obj]] | None = None,
+        watches: Mapping[str, list[list[Obj] | Exception]] | None = None,
+    ) -> None:
+        self.objects = dict(objects or {})
+        self.watches = {path: list(streams) for path, streams in (watches or {}).items()}
+        self.requests: list[tuple[str, Mapping[str, str]]] = []
+
+    async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Obj:
+        self.requests.append((path, dict(params or {})))
+        found = self.objects.get(path)
+        if found is None:
+            raise ApiError(status=404, reason="NotFound", message=f"{path} not found")
+        if isinstance(found, Exception):
+            raise found
+        if callable(found):
+            return found(params or {})
+        return found
+
+    async def watch(
+        self, path: str, *, params: Mapping[str, str], timeout_seconds: int = 300
+    ) -> AsyncIterator[Obj]:
+        self.requests.append((path, {**params, "watch": "true"}))
+        streams = self.watches.get(path)
+        if not streams:
+            # Nothing scripted: behave like a quiet watch the test cancels.
+            await _forever()
+            return
+        stream = streams.pop(0)
+        if isinstance(stream, Exception):
+            raise stream
+        for event in stream:
+            yield event
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()

@@ -1,0 +1,167 @@
+"""The ``headroom-webhook`` process: flags, start-up, serving without a cluster, SIGTERM."""
+
+import json
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import httpx
+import pytest
+import yaml
+
+from certs.cli import main as headroom_certs
+from tests.unit.webhook.builders import admission_review, new_pod
+from webhook.main import parse_args
+
+
+def test_defaults_match_the_runbook() -> None:
+    args = parse_args([])
+    assert (args.bind_address, args.metrics_bind_address, args.health_probe_bind_address) == (
+        ":9443",
+        ":8443",
+        ":8081",
+    )
+    assert args.metrics_secure is True
+    assert (args.cert_dir, args.metrics_cert_path, args.kubeconfig) == (None, None, None)
+    assert (args.log_format, args.log_level) == ("json", "info")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        pytest.param(["--bind-address", "9443"], "is not HOST:PORT or :PORT", id="address"),
+        pytest.param(["--metrics-secure", "maybe"], "expected true or false", id="bool"),
+        pytest.param(["--cert-dir", "/nonexistent"], "is not a directory", id="cert-dir"),
+        pytest.param(["--log-format", "xml"], "invalid choice", id="log-format"),
+    ],
+)
+def test_bad_flags_fail_fast(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(flags)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_metrics_secure_accepts_the_equals_form() -> None:
+    assert parse_args(["--metrics-secure=false"]).metrics_secure is False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def unreachable_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig for an API server that is not there: the cache can never sync."""
+    path = tmp_path / "kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{_free_port()}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class Running:
+    process: subprocess.Popen[bytes]
+    ports: dict[str, int]
+    certs: Path
+    log: TextIO
+
+
+@pytest.fixture
+def webhook_process(tmp_path: Path, unreachable_kubeconfig: Path) -> Iterator[Running]:
+    certs = tmp_path / "certs"
+    assert headroom_certs(["--out-dir", str(certs), "--ip", "127.0.0.1"]) == 0
+    ports = {"webhook": _free_port(), "metrics": _free_port(), "probe": _free_port()}
+    log = (tmp_path / "webhook.log").open("w+")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "webhook.main",
+            f"--bind-address=127.0.0.1:{ports['webhook']}",
+            f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
+            "--metrics-secure=false",
+            f"--health-probe-bind-address=127.0.0.1:{ports['probe']}",
+            f"--cert-dir={certs}",
+            f"--kubeconfig={unreachable_kubeconfig}",
+        ],
+        stderr=log,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{ports['probe']}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, "webhook exited during start-up"
+                assert time.monotonic() < deadline, "webhook did not start"
+                time.sleep(0.1)
+        yield Running(process=process, ports=ports, certs=certs, log=log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def test_serves_admissions_without_a_cluster_and_stops_on_sigterm(
+    webhook_process: Running,
+) -> None:
+    process, ports, certs, log = (
+        webhook_process.process,
+        webhook_process.ports,
+        webhook_process.certs,
+        webhook_process.log,
+    )
+
+    ready = httpx.get(f"http://127.0.0.1:{ports['probe']}/readyz")
+    assert ready.status_code == 503
+    assert "namespaces not synced" in ready.text
+
+    verify = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    review = admission_review(new_pod())
+    reply = httpx.post(
+        f"https://127.0.0.1:{ports['webhook']}/mutate/pods",
+        json=review,
+        verify=verify,
+        timeout=10,
+    )
+    assert reply.status_code == 200
+    response = reply.json()["response"]
+    assert response["uid"] == review["request"]["uid"]
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"][0].startswith("Headroom did not seed a CPU limit: cannot read")
+
+    metrics = httpx.get(f"http://127.0.0.1:{ports['metrics']}/metrics").text
+    assert 'headroom_webhook_requests_total{endpoint="/mutate/pods",result="unchecked"} 1.0' in (
+        metrics
+    )
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    log.seek(0)
+    messages = [json.loads(line)["msg"] for line in log if line.startswith("{")]
+    assert "Initializing webhook certificate watcher using provided certificates" in messages
+    assert "received SIGTERM; shutting down" in messages

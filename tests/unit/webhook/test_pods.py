@@ -1,0 +1,206 @@
+import copy
+from typing import Any
+
+import pytest
+
+from tests.unit.app.builders import (
+    container,
+    headroom_config,
+    limit_range,
+    namespace,
+    owner_ref,
+)
+from tests.unit.webhook.builders import FakeKube, admission_review, cluster_cache, new_pod
+from tests.unit.webhook.client import admit, patched, webhook_client
+
+ENFORCING = {"dryRun": False}
+
+
+def _cpu_limits(pod: dict[str, Any]) -> dict[str, str | None]:
+    spec = pod["spec"]
+    return {
+        c["name"]: (c.get("resources") or {}).get("limits", {}).get("cpu")
+        for c in [*spec["containers"], *spec.get("initContainers", [])]
+    }
+
+
+SCENARIOS = {
+    "seeds-request-times-initial-multiplier": ({}, {}, {"app": "1"}),
+    "unmanaged-namespace": (
+        {"namespaces": [namespace("team-a", labels={})]},
+        {},
+        {"app": None},
+    ),
+    "namespace-mode-not-managed-fails-closed": (
+        {"namespaces": [namespace("team-a", labels={"kube-headroom.dev/mode": "Managed"})]},
+        {},
+        {"app": None},
+    ),
+    "excluded-namespace": (
+        {"namespaces": [namespace("kube-system")]},
+        {"namespace": "kube-system"},
+        {"app": None},
+    ),
+    "pod-opted-out": ({}, {"labels": {"kube-headroom.dev/mode": "unmanaged"}}, {"app": None}),
+    "dry-run": ({"config": headroom_config(spec={})}, {}, {"app": None}),
+    "webhook-disabled": (
+        {"config": headroom_config(spec={"dryRun": False, "webhook": {"enabled": False}})},
+        {},
+        {"app": None},
+    ),
+    "existing-limit-untouched": (
+        {},
+        {"containers": [container(cpu_limit="700m")]},
+        {"app": "700m"},
+    ),
+    "restart-container-resize-policy": (
+        {},
+        {"containers": [container(cpu_resize_policy="RestartContainer")]},
+        {"app": None},
+    ),
+    "excluded-owner": (
+        {
+            "config": headroom_config(
+                spec={"dryRun": False, "excludedOwners": [{"kind": "Job", "apiGroup": "batch"}]}
+            )
+        },
+        {"owners": [owner_ref("Job", "nightly", api_version="batch/v1")]},
+        {"app": None},
+    ),
+    "best-effort-pod": (
+        {},
+        {"containers": [container(cpu_request=None, memory_request=None)]},
+        {"app": None},
+    ),
+    "clamped-by-max-cpu-annotation": ({}, {"max_cpu": "700m"}, {"app": "700m"}),
+    "clamped-by-limit-range-max": (
+        {"limit_ranges": [limit_range(container_max_cpu="800m")]},
+        {},
+        {"app": "800m"},
+    ),
+    "clamped-by-max-multiplier": (
+        {"config": headroom_config(spec={"dryRun": False, "maxMultiplier": "1.5"})},
+        {},
+        {"app": "750m"},
+    ),
+    "custom-initial-multiplier": (
+        {"config": headroom_config(spec={"dryRun": False, "webhook": {"initialMultiplier": "4"}})},
+        {},
+        {"app": "2"},
+    ),
+    "quantized-without-exceeding-the-bound": (
+        {},
+        {"containers": [container(cpu_request="333m")]},
+        {"app": "660m"},
+    ),
+    "limit-range-at-request-seeds-nothing": (
+        {"limit_ranges": [limit_range(container_max_cpu="500m")]},
+        {},
+        {"app": None},
+    ),
+    "every-container-and-sidecar-without-a-limit": (
+        {},
+        {
+            "containers": [
+                container("app", cpu_request="500m"),
+                container("helper", cpu_request="250m", cpu_limit="300m"),
+                container("logger", cpu_request=None),
+            ],
+            "init_containers": [
+                container("setup", cpu_request="1"),
+                container("proxy", cpu_request="100m", restart_policy="Always"),
+            ],
+        },
+        {"app": "1", "helper": "300m", "logger": None, "setup": None, "proxy": "200m"},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("cluster_args", "pod_args", "expected"),
+    list(SCENARIOS.values()),
+    ids=list(SCENARIOS),
+)
+def test_birth_limit_seeding(
+    cluster_args: dict[str, Any], pod_args: dict[str, Any], expected: dict[str, str | None]
+) -> None:
+    cluster_args = {"config": headroom_config(spec=ENFORCING), **cluster_args}
+    client = webhook_client(cluster_cache(**cluster_args))
+    pod = new_pod(**pod_args)
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert response["allowed"] is True
+    result = patched(pod, response)
+    assert _cpu_limits(result) == expected
+    if expected == _cpu_limits(pod):
+        assert "patch" not in response, "no patch when nothing changes"
+
+
+def test_patch_changes_nothing_but_cpu_limits() -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod(containers=[container(memory_limit="256Mi")])
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    expected = copy.deepcopy(pod)
+    expected["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "1"
+    assert patched(pod, response) == expected
+
+
+def test_container_without_resources_block_gets_one() -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod()
+    del pod["spec"]["containers"][0]["resources"]["limits"]
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": "1"}
+
+
+def test_namespace_missing_from_the_object_comes_from_the_request() -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod()
+    del pod["metadata"]["namespace"]
+    response = admit(client, "/mutate/pods", admission_review(pod, namespace="team-a"))
+    assert _cpu_limits(patched(pod, response)) == {"app": "1"}
+
+
+@pytest.mark.parametrize("operation", ["UPDATE", "DELETE", "CONNECT"])
+def test_only_create_is_mutated(operation: str) -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod()
+    response = admit(client, "/mutate/pods", admission_review(pod, operation=operation, old=pod))
+    assert response == {"uid": response["uid"], "allowed": True}
+
+
+def test_invalid_max_cpu_annotation_is_ignored_with_a_warning() -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod(max_cpu="lots")
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": "1"}
+    assert any("kube-headroom.dev/max-cpu" in warning for warning in response["warnings"])
+
+
+def test_unknown_namespace_is_read_directly() -> None:
+    api = FakeKube({"/api/v1/namespaces/team-b": namespace("team-b")})
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING), api=api))
+    pod = new_pod(namespace="team-b")
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": "1"}
+    assert api.requests == [("/api/v1/namespaces/team-b", {})]
+
+
+def test_when_the_cache_cannot_answer_the_pod_is_admitted_unchanged_with_a_warning() -> None:
+    api = FakeKube({"/api/v1/namespaces/team-b": ConnectionError("connection refused")})
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING), api=api))
+    response = admit(client, "/mutate/pods", admission_review(new_pod(namespace="team-b")))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    [warning] = response["warnings"]
+    assert warning.startswith("Headroom did not seed a CPU limit: cannot read namespace team-b")
+
+
+def test_a_failing_handler_admits_the_pod_with_a_warning() -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
+    pod = new_pod(containers=[container(cpu_request="not-a-quantity")])
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "Headroom did not seed a CPU limit: internal error, see the webhook logs"
+    ]

@@ -1,0 +1,210 @@
+"""The admission server's FastAPI app: transport, envelopes, error handling, metrics.
+
+Every request ends in a deliberate answer. Input that is not an AdmissionReview we accept
+gets a 4xx with a message (413 too large, 415 not JSON, 400 malformed, 422 a review of a
+kind the endpoint does not handle). A handler that fails unexpectedly is logged and
+answered in-band: the mutating webhook admits the pod unchanged with a warning (a pod
+without a seeded limit is what failurePolicy Ignore gives anyway), the validating ones
+deny with code 500 and a retryable message. Never a 500 with a traceback.
+"""
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from starlette.requests import ClientDisconnect
+
+from app.labels import CONFIG_KIND, GROUP
+from webhook.cache import ClusterCache
+from webhook.envelope import AdmissionRequest, BadReview, build_response, parse_review
+from webhook.handlers.config import review_config
+from webhook.handlers.decision import Decision
+from webhook.handlers.namespaces import review_namespace
+from webhook.handlers.pods import review_pod
+from webhook.handlers.quotas import review_quota
+from webhook.health import Health
+from webhook.metrics import Endpoint, Result, WebhookMetrics
+
+logger = logging.getLogger(__name__)
+
+# The API server's own limit on a request body.
+MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+
+Review = Callable[[AdmissionRequest], Awaitable[Decision]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    endpoint: Endpoint
+    group: str
+    kind: str
+    mutating: bool
+    review: Review
+
+
+def create_app(
+    *,
+    cluster: ClusterCache,
+    health: Health,
+    metrics: WebhookMetrics,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    app = FastAPI(title="headroom-webhook", openapi_url=None, docs_url=None, redoc_url=None)
+
+    async def config(request: AdmissionRequest) -> Decision:
+        return review_config(request)
+
+    async def quotas(request: AdmissionRequest) -> Decision:
+        return await review_quota(request, cluster=cluster)
+
+    async def namespaces(request: AdmissionRequest) -> Decision:
+        return await review_namespace(request, cluster=cluster)
+
+    async def pods(request: AdmissionRequest) -> Decision:
+        return await review_pod(request, cluster=cluster)
+
+    routes = [
+        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods),
+        _Route(Endpoint.VALIDATE_CONFIG, GROUP, CONFIG_KIND, mutating=False, review=config),
+        _Route(Endpoint.VALIDATE_QUOTAS, "", "ResourceQuota", mutating=False, review=quotas),
+        _Route(Endpoint.VALIDATE_NAMESPACES, "", "Namespace", mutating=False, review=namespaces),
+    ]
+    for route in routes:
+        # A plain Starlette route: FastAPI's parameter resolution added about a third to
+        # the time of an admission, and the body is parsed here anyway.
+        app.add_route(
+            route.endpoint,
+            _admission_endpoint(route, metrics=metrics, max_body_bytes=max_body_bytes),
+            methods=["POST"],
+        )
+
+    async def healthz() -> Response:
+        return Response("ok\n", media_type="text/plain")
+
+    async def readyz() -> Response:
+        reasons = health.not_ready()
+        text = "; ".join(reasons) or "ok"
+        return Response(f"{text}\n", status_code=503 if reasons else 200, media_type="text/plain")
+
+    app.add_api_route("/healthz", healthz, methods=["GET"], response_class=Response)
+    app.add_api_route("/readyz", readyz, methods=["GET"], response_class=Response)
+    return app
+
+
+def _admission_endpoint(
+    route: _Route, *, metrics: WebhookMetrics, max_body_bytes: int
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            review = parse_review(await _read_body(request, limit=max_body_bytes))
+            _check_kind(review, route)
+        except BadReview as err:
+            metrics.observe(
+                endpoint=route.endpoint,
+                result=Result.BAD_REQUEST,
+                seconds=time.perf_counter() - started,
+            )
+            return _failure_status(err.status, str(err))
+        try:
+            decision = await route.review(review)
+        except Exception:
+            logger.exception(
+                "%s failed on %s %s",
+                route.endpoint,
+                route.kind,
+                _object_name(review),
+                extra=_log_context(review),
+            )
+            decision = _handler_failed(route)
+        if not decision.allowed:
+            logger.info(
+                "denied %s %s: %s",
+                route.kind,
+                _object_name(review),
+                decision.message,
+                extra=_log_context(review),
+            )
+        body = orjson.dumps(
+            build_response(
+                uid=review.uid,
+                allowed=decision.allowed,
+                message=decision.message,
+                code=decision.code,
+                warnings=decision.warnings,
+                patch=decision.patch,
+            )
+        )
+        metrics.observe(
+            endpoint=route.endpoint, result=decision.result, seconds=time.perf_counter() - started
+        )
+        return Response(body, media_type="application/json")
+
+    return endpoint
+
+
+async def _read_body(request: Request, *, limit: int) -> bytes:
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise BadReview(
+            f"Content-Type must be application/json, got {media_type or 'none'}", status=415
+        )
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BadReview(_too_large(limit), status=413)
+    body = bytearray()
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise BadReview(_too_large(limit), status=413)
+    except ClientDisconnect as err:
+        raise BadReview("client disconnected before sending the whole body") from err
+    return bytes(body)
+
+
+def _too_large(limit: int) -> str:
+    return f"body larger than {limit} bytes"
+
+
+def _check_kind(review: AdmissionRequest, route: _Route) -> None:
+    if (review.kind.group, review.kind.kind) != (route.group, route.kind):
+        got = f"{review.kind.group}/{review.kind.kind}".lstrip("/")
+        want = f"{route.group}/{route.kind}".lstrip("/")
+        raise BadReview(
+            f"{route.endpoint} reviews {want}, got {got}; check the webhook configuration's rules",
+            status=422,
+        )
+
+
+def _handler_failed(route: _Route) -> Decision:
+    if route.mutating:
+        return Decision(
+            allowed=True,
+            result=Result.ERROR,
+            warnings=("Headroom did not seed a CPU limit: internal error, see the webhook logs",),
+        )
+    return Decision(
+        allowed=False,
+        result=Result.ERROR,
+        code=500,
+        message=f"Headroom could not validate this {route.kind} because of an internal error; "
+        "retry, and if it persists see the headroom-webhook logs",
+    )
+
+
+def _log_context(review: AdmissionRequest) -> dict[str, str]:
+    return {"uid": review.uid, "kind": review.kind.kind, "object": _object_name(review)}
+
+
+def _object_name(review: AdmissionRequest) -> str:
+    return f"{review.namespace}/{review.name}" if review.namespace else review.name
+
+
+def _failure_status(status: int, message: str) -> Response:
+    body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message}
+    return Response(orjson.dumps({**body, "code": status}), status, media_type="application/json")

@@ -1,0 +1,1 @@
+"""One module per admission endpoint; each turns an AdmissionRequest into a Decision."""

@@ -1,0 +1,23 @@
+"""``/validate/headroomconfigs``: every rule of the config model, every error with its path."""
+
+from app.config import validate_config
+from app.labels import CONFIG_KIND
+from webhook.envelope import AdmissionRequest
+from webhook.handlers.decision import Decision, allow, deny
+
+
+def review_config(request: AdmissionRequest) -> Decision:
+    if request.operation not in ("CREATE", "UPDATE") or request.object is None:
+        return allow()
+    result = validate_config(request.object)
+    warnings = [str(warning) for warning in result.warnings]
+    if result.allowed:
+        return allow(warnings=warnings)
+    count = len(result.errors)
+    findings = "; ".join(str(error) for error in result.errors)
+    noun = "error" if count == 1 else "errors"
+    return deny(
+        f"{CONFIG_KIND} {request.name or '(unnamed)'} is invalid ({count} {noun}): {findings}",
+        code=422,
+        warnings=warnings,
+    )

@@ -1,0 +1,37 @@
+"""``/validate/resourcequotas``: no ``limits.cpu`` quota in a namespace Headroom manages.
+
+Such a quota is charged for every limit Headroom raises and refuses raises past its
+budget, so the fix is to quota ``requests.cpu`` instead. Removing the key is always
+allowed; quotas in namespaces Headroom does not manage are none of its business.
+"""
+
+from app.eligibility import namespace_enrolled
+from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable, has_limits_cpu
+from webhook.envelope import AdmissionRequest
+from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
+
+
+async def review_quota(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
+    quota = request.object
+    if request.operation not in ("CREATE", "UPDATE") or quota is None:
+        return allow()
+    if not has_limits_cpu(quota):
+        return allow()
+    namespace = request.namespace
+    name = f"{namespace}/{request.name}"
+    try:
+        settings = await cluster.settings()
+        labels = await cluster.namespace_labels(namespace)
+    except Unavailable as err:
+        return unchecked(
+            f"Headroom could not check ResourceQuota {name} ({err}); if namespace {namespace} "
+            f"is managed by Headroom, a {LIMITS_CPU} quota will block its CPU limit raises"
+        )
+    if not namespace_enrolled(settings, name=namespace, labels=labels):
+        return allow()
+    return deny(
+        f"ResourceQuota {name} sets {LIMITS_CPU} in spec.hard, but namespace {namespace} is "
+        f"managed by Headroom, which raises CPU limits into idle node capacity; a {LIMITS_CPU} "
+        f"quota would be charged for those raises and refuse them. Remove {LIMITS_CPU} from "
+        f"spec.hard and quota requests.cpu instead. See {RUNBOOK_QUOTA_SECTION}."
+    )

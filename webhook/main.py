@@ -1,0 +1,174 @@
+"""``headroom-webhook``: the admission server (:9443), its metrics (:8443) and probes (:8081).
+
+All three servers, the certificate watchers and the cluster cache share one event loop.
+SIGTERM or SIGINT stops them together: listeners close, in-flight requests finish.
+"""
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import uvloop
+from prometheus_client import CollectorRegistry
+
+from app.kube.config import KubeConfigError, async_api_client
+from app.kube.http import KubeHttp
+from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from certs.source import certificate_source
+from certs.tls import CertificateError
+from webhook.app import create_app
+from webhook.cache import ClusterCache
+from webhook.health import Health, ProbeApp
+from webhook.logs import configure_logging
+from webhook.metrics import WebhookMetrics
+
+logger = logging.getLogger(__name__)
+
+# Longer than the API server's idle-connection timeout (90s), so the client closes idle
+# keep-alive connections first and never sends a request into one the server is closing.
+_KEEP_ALIVE_SECONDS = 120
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _address(text: str) -> str:
+    try:
+        parse_bind_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return text
+
+
+def _directory(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is not a directory")
+    return path
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="headroom-webhook", description="Headroom's admission webhook server."
+    )
+    parser.add_argument("--bind-address", type=_address, default=":9443", metavar="[HOST]:PORT")
+    parser.add_argument(
+        "--cert-dir",
+        type=_directory,
+        help="directory holding tls.crt and tls.key; without it, an in-memory self-signed "
+        "certificate is served (with a warning)",
+    )
+    parser.add_argument("--metrics-bind-address", type=_address, default=":8443")
+    parser.add_argument(
+        "--metrics-secure",
+        type=_bool,
+        default=True,
+        metavar="true|false",
+        help="serve metrics over HTTPS behind Kubernetes authn/authz (default true)",
+    )
+    parser.add_argument(
+        "--metrics-cert-path",
+        type=_directory,
+        help="directory holding the metrics tls.crt and tls.key (e.g. a cert-manager Secret)",
+    )
+    parser.add_argument("--health-probe-bind-address", type=_address, default=":8081")
+    parser.add_argument("--kubeconfig", help="kubeconfig path; else in-cluster, else default")
+    parser.add_argument("--log-format", choices=["json", "text"], default="json")
+    parser.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], default="info"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(fmt=args.log_format, level=args.log_level)
+    try:
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(_serve(args))
+    except (CertificateError, KubeConfigError, ListenError) as err:
+        logger.error("cannot start: %s", err)
+        return 1
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    certificates = certificate_source(cert_dir=args.cert_dir, purpose="webhook")
+    kube = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig))
+    try:
+        registry = CollectorRegistry()
+        cluster = ClusterCache(api=kube)
+        health = Health(certificates=certificates, cluster=cluster)
+        host, port = parse_bind_address(args.bind_address)
+        probe_host, probe_port = parse_bind_address(args.health_probe_bind_address)
+        listeners = [
+            Listener(
+                name="webhook",
+                app=create_app(cluster=cluster, health=health, metrics=WebhookMetrics(registry)),
+                host=host,
+                port=port,
+                certificates=certificates,
+                keep_alive_seconds=_KEEP_ALIVE_SECONDS,
+            ),
+            metrics_listener(
+                bind_address=args.metrics_bind_address,
+                secure=args.metrics_secure,
+                cert_path=args.metrics_cert_path,
+                registry=registry,
+                api=kube,
+            ),
+            Listener(
+                name="probe",
+                app=ProbeApp(health),
+                host=probe_host,
+                port=probe_port,
+                certificates=None,
+            ),
+        ]
+        for listener in listeners:
+            listener.bind()
+        await cluster.start()
+        try:
+            return await _run_until_stopped(listeners)
+        finally:
+            await cluster.stop()
+    finally:
+        await kube.close()
+
+
+async def _run_until_stopped(listeners: Sequence[Listener]) -> int:
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+
+    def stop(signum: signal.Signals) -> None:
+        logger.info("received %s; shutting down", signum.name)
+        stopping.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum)
+    tasks = [asyncio.create_task(listener.serve()) for listener in listeners]
+    stop_waiter = asyncio.create_task(stopping.wait())
+    done, _ = await asyncio.wait([*tasks, stop_waiter], return_when=asyncio.FIRST_COMPLETED)
+    for listener in listeners:
+        listener.stop()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    stop_waiter.cancel()
+    failed = [task for task in tasks if task in done]
+    for task in failed:
+        if task.exception() is not None:
+            logger.error("a server failed", exc_info=task.exception())
+    # A server that ended before a signal asked it to is a failure, whatever its cause.
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
