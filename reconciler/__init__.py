@@ -1,0 +1,1 @@
+"""The reconciler process: watches the cluster and sets managed CPU limits per node."""

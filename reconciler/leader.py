@@ -1,0 +1,218 @@
+"""Leader election on a coordination.k8s.io Lease, on the event loop.
+
+The client ships `kubernetes.leaderelection` (thread-based, synchronous) and
+`kubernetes.aio.leaderelection`. Neither fits: the async one measures lease expiry with
+the wall clock, writes renew times as naive local time suffixed with "Z" (wrong on any
+host not in UTC), never releases the lease on shutdown (so a rolling update waits a full
+lease duration), and exposes no "am I still leader" check that turns false the moment the
+renew deadline passes. This elector does the client-go algorithm with a monotonic clock,
+optimistic concurrency on the Lease's resourceVersion, and release on shutdown.
+
+`is_leader` is what gates every write: it is false as soon as the renew deadline passes
+without a successful renewal, even if the renewal loop itself is stuck, so a replica that
+loses the lease stops writing at once, before another replica can acquire it
+(renew deadline < lease duration).
+"""
+
+import asyncio
+import logging
+import math
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.kubeapi import ApiUnavailable, Requester
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "kube-headroom-reconciler"
+_NOT_FOUND = 404
+# client-go's jitter factor for a follower's retries.
+_RETRY_JITTER = 1.2
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionConfig:
+    namespace: str
+    identity: str
+    name: str = LEASE_NAME
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def micro_time(moment: datetime) -> str:
+    """A metav1.MicroTime: RFC 3339 in UTC with microseconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        *,
+        api: Requester,
+        config: ElectionConfig,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        rand: random.Random | None = None,
+    ) -> None:
+        self._api = api
+        self._config = config
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._rand = rand if rand is not None else random.Random()  # noqa: S311 - jitter, not crypto
+        self._leading = False
+        self._renewed_at = float("-inf")
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = float("-inf")
+        self._lease: dict[str, Any] | None = None
+
+    @property
+    def identity(self) -> str:
+        return self._config.identity
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading and self._clock() < self._renewed_at + self._config.renew_deadline
+
+    @property
+    def _path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self._config.namespace}/leases"
+
+    async def run(self, *, on_started: Callable[[], None], on_stopped: Callable[[], None]) -> None:
+        """Campaign forever; `on_started` runs on winning the lease, `on_stopped` on losing it."""
+        while True:
+            await self._acquire()
+            self._leading = True
+            log.info("became leader", extra={"lease": self._config.name, "identity": self.identity})
+            on_started()
+            await self._renew_until_lost()
+            self._leading = False
+            log.warning("lost leadership", extra={"lease": self._config.name})
+            on_stopped()
+
+    async def release(self) -> None:
+        """Give the lease up so another replica takes over without waiting for expiry."""
+        if not self._leading or self._lease is None:
+            return
+        self._leading = False
+        now = micro_time(self._wall_clock())
+        lease = dict(self._lease)
+        spec = dict(lease.get("spec") or {})
+        spec.pop("holderIdentity", None)
+        spec.update({"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now})
+        lease["spec"] = spec
+        try:
+            response = await self._api.request(
+                "PUT", f"{self._path}/{self._config.name}", body=lease
+            )
+        except ApiUnavailable as exc:
+            log.warning("could not release the lease: %s", exc)
+            return
+        if response.ok:
+            log.info("released the lease", extra={"lease": self._config.name})
+        else:
+            log.warning("could not release the lease: %s", response.message)
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self._try_acquire_or_renew():
+                return
+            await asyncio.sleep(
+                self._config.retry_period * (1 + self._rand.random() * _RETRY_JITTER)
+            )
+
+    async def _renew_until_lost(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.retry_period)
+            deadline = self._renewed_at + self._config.renew_deadline
+            while not await self._try_acquire_or_renew():
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    return
+                await asyncio.sleep(min(self._config.retry_period, remaining))
+
+    async def _try_acquire_or_renew(self) -> bool:
+        started = self._clock()
+        now = micro_time(self._wall_clock())
+        try:
+            return await self._attempt(started=started, now=now)
+        except ApiUnavailable as exc:
+            log.warning("lease request failed: %s", exc)
+            return False
+
+    async def _attempt(self, *, started: float, now: str) -> bool:
+        path = f"{self._path}/{self._config.name}"
+        current = await self._api.request("GET", path)
+        if current.code == _NOT_FOUND:
+            spec = self._spec(now=now, acquire_time=now, transitions=0)
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self._config.name, "namespace": self._config.namespace},
+                "spec": spec,
+            }
+            created = await self._api.request("POST", self._path, body=body)
+            return self._accept(created.json() if created.ok else None, started=started)
+        if not current.ok:
+            log.warning("cannot read the lease: %s", current.message)
+            return False
+        lease = current.json()
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (
+            holder,
+            spec.get("renewTime"),
+            spec.get("acquireTime"),
+            spec.get("leaseTransitions"),
+        )
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = started
+        duration = spec.get("leaseDurationSeconds") or self._config.lease_duration
+        if holder and holder != self.identity and self._observed_at + duration > started:
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder == self.identity:
+            new_spec = self._spec(
+                now=now, acquire_time=spec.get("acquireTime") or now, transitions=transitions
+            )
+        else:
+            new_spec = self._spec(now=now, acquire_time=now, transitions=transitions + 1)
+        updated = await self._api.request("PUT", path, body={**lease, "spec": new_spec})
+        return self._accept(updated.json() if updated.ok else None, started=started)
+
+    def _spec(self, *, now: str, acquire_time: str, transitions: int) -> dict[str, Any]:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": max(1, math.ceil(self._config.lease_duration)),
+            "acquireTime": acquire_time,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    def _accept(self, lease: dict[str, Any] | None, *, started: float) -> bool:
+        if lease is None:
+            return False
+        self._lease = lease
+        # Measured from before the request was sent: the lease may have been granted at
+        # any point after that.
+        self._renewed_at = started
+        spec = lease.get("spec") or {}
+        self._observed = (
+            spec.get("holderIdentity") or "",
+            spec.get("renewTime"),
+            spec.get("acquireTime"),
+            spec.get("leaseTransitions"),
+        )
+        self._observed_at = started
+        return True

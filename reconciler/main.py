@@ -1,0 +1,316 @@
+"""`headroom-reconciler`: the leader-elected controller process.
+
+Flags follow the runbook's manager (`--metrics-bind-address`, `--metrics-secure`,
+`--metrics-cert-path`, `--health-probe-bind-address`, `--leader-elect`, `--kubeconfig`).
+SIGTERM stops the watches and workers, releases the lease and exits 0.
+"""
+
+import argparse
+import asyncio
+import gc
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from app.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
+from app.kube.config import KubeConfigError, async_api_client
+from app.kube.http import KubeHttp
+from app.labels import CONFIG_PLURAL, GROUP, VERSION
+from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from reconciler.cache import CacheFeed, ClusterCache
+from reconciler.controller import WORKERS, Controller
+from reconciler.kubeapi import KubeApi
+from reconciler.leader import ElectionConfig, LeaderElector, default_identity
+from reconciler.logs import configure_logging
+from reconciler.metrics import ReconcilerMetrics
+from reconciler.probes import ProbeApp
+from reconciler.ratelimit import TokenBucket
+from reconciler.watches import Reflector
+from reconciler.workqueue import NodeQueue
+from reconciler.writer import Writer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_NAMESPACE: Final = "kube-headroom-system"
+_SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DISABLED: Final = "0"
+# The pod watch skips unbound and finished pods: they book no CPU on any node.
+POD_FIELD_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "t", "yes"):
+        return True
+    if lowered in ("false", "0", "f", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _duration(text: str) -> float:
+    try:
+        seconds = parse_duration_seconds(text)
+    except DurationError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"duration {text!r} must be positive")
+    return seconds
+
+
+def _address(text: str) -> str:
+    if text != DISABLED:
+        try:
+            parse_bind_address(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from err
+    return text
+
+
+def default_lease_namespace() -> str:
+    try:
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or DEFAULT_LEASE_NAMESPACE
+    except OSError:
+        return DEFAULT_LEASE_NAMESPACE
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="headroom-reconciler",
+        description="Sets managed containers' CPU limits from node slack via in-place resize.",
+    )
+    flag = parser.add_argument
+    flag(
+        "--metrics-bind-address",
+        type=_address,
+        default=":8443",
+        help='address of the metrics endpoint; "0" disables it (default :8443)',
+    )
+    flag(
+        "--metrics-secure",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="serve metrics over HTTPS behind TokenReview/SubjectAccessReview (default true)",
+    )
+    flag(
+        "--metrics-cert-path",
+        type=Path,
+        default=None,
+        help="directory with tls.crt/tls.key (and ca.crt); default: in-memory self-signed",
+    )
+    flag(
+        "--health-probe-bind-address",
+        type=_address,
+        default=":8081",
+        help='address of /healthz and /readyz; "0" disables it (default :8081)',
+    )
+    flag(
+        "--leader-elect",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="elect a leader on a Lease so only one replica writes (default false)",
+    )
+    flag(
+        "--leader-election-namespace",
+        default=None,
+        help=f"namespace of the Lease (default: this pod's, else {DEFAULT_LEASE_NAMESPACE})",
+    )
+    flag("--leader-election-lease-duration", type=_duration, default=15.0, metavar="DURATION")
+    flag("--leader-election-renew-deadline", type=_duration, default=10.0, metavar="DURATION")
+    flag("--leader-election-retry-period", type=_duration, default=2.0, metavar="DURATION")
+    flag("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube)")
+    flag("--log-format", choices=("json", "text"), default="json")
+    flag("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.leader_election_renew_deadline >= args.leader_election_lease_duration:
+        parser.error("--leader-election-renew-deadline must be shorter than the lease duration")
+    if args.leader_election_retry_period >= args.leader_election_renew_deadline:
+        parser.error("--leader-election-retry-period must be shorter than the renew deadline")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(log_format=args.log_format, level=args.log_level)
+    try:
+        return asyncio.run(run(args))
+    except KubeConfigError as err:
+        log.error("%s", err)
+        return 1
+
+
+def _reflectors(*, api: KubeApi, cache: ClusterCache) -> list[Reflector]:
+    def feed(apply: Callable[[str, Any], None], kind: str) -> CacheFeed:
+        return CacheFeed(apply=apply, keys=lambda: cache.keys(kind))
+
+    return [
+        Reflector(
+            api=api,
+            path=f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}",
+            handler=feed(cache.apply_config, "config"),
+            field_selector="metadata.name=cluster",
+        ),
+        Reflector(
+            api=api, path="/api/v1/namespaces", handler=feed(cache.apply_namespace, "namespaces")
+        ),
+        Reflector(api=api, path="/api/v1/nodes", handler=feed(cache.apply_node, "nodes")),
+        Reflector(
+            api=api,
+            path="/api/v1/limitranges",
+            handler=feed(cache.apply_limit_range, "limitranges"),
+        ),
+        Reflector(
+            api=api,
+            path="/apis/autoscaling.k8s.io/v1/verticalpodautoscalers",
+            handler=feed(cache.apply_vpa, "vpas"),
+        ),
+        Reflector(
+            api=api,
+            path="/api/v1/pods",
+            handler=feed(cache.apply_pod, "pods"),
+            field_selector=POD_FIELD_SELECTOR,
+        ),
+    ]
+
+
+def _not_synced(reflectors: Sequence[Reflector]) -> str | None:
+    missing = [r.path for r in reflectors if not r.synced.is_set()]
+    return f"caches not synced: {', '.join(missing)}" if missing else None
+
+
+async def run(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    api_client = await async_api_client(kubeconfig=args.kubeconfig)
+    http = KubeHttp(api_client)
+    identity = default_identity()
+    # Writes share one client-side budget (the config's clientQPS/clientBurst). Watches and
+    # the Lease do not: a queue of writes must never delay a lease renewal or a relist.
+    limiter = TokenBucket(
+        rate=float(DEFAULT_SETTINGS.client_qps), burst=DEFAULT_SETTINGS.client_burst
+    )
+    reads = KubeApi(api_client)
+    metrics = ReconcilerMetrics()
+    elector: LeaderElector | None = None
+    if args.leader_elect:
+        elector = LeaderElector(
+            api=reads,
+            config=ElectionConfig(
+                namespace=args.leader_election_namespace or default_lease_namespace(),
+                identity=identity,
+                lease_duration=args.leader_election_lease_duration,
+                renew_deadline=args.leader_election_renew_deadline,
+                retry_period=args.leader_election_retry_period,
+            ),
+        )
+    may_write: Callable[[], bool] = (
+        (lambda: True) if elector is None else (lambda: elector.is_leader)
+    )
+    controller = Controller(
+        queue=NodeQueue(),
+        writer=Writer(
+            api=KubeApi(api_client, limiter=limiter), instance=identity, may_write=may_write
+        ),
+        metrics=metrics,
+        client_limiter=limiter,
+        may_write=may_write,
+    )
+    reflectors = _reflectors(api=reads, cache=controller.cache)
+
+    servers: list[Listener] = []
+    if args.metrics_bind_address != DISABLED:
+        servers.append(
+            metrics_listener(
+                bind_address=args.metrics_bind_address,
+                secure=args.metrics_secure,
+                cert_path=args.metrics_cert_path,
+                registry=metrics.registry,
+                api=http,
+            )
+        )
+    if args.health_probe_bind_address != DISABLED:
+        host, port = parse_bind_address(args.health_probe_bind_address)
+        probes = ProbeApp(ready=lambda: _not_synced(reflectors))
+        servers.append(
+            Listener(name="health probe", app=probes, host=host, port=port, certificates=None)
+        )
+    try:
+        for server in servers:
+            server.bind()
+    except ListenError as err:
+        log.error("%s", err)
+        await http.close()
+        return 1
+
+    tasks: list[asyncio.Task[None]] = []
+
+    def spawn(coroutine: Coroutine[Any, Any, None]) -> None:
+        tasks.append(asyncio.create_task(coroutine))
+
+    for server in servers:
+        spawn(server.serve())
+    for reflector in reflectors:
+        spawn(reflector.run())
+    log.info("starting", extra={"identity": identity, "leaderElect": elector is not None})
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    synced: asyncio.Future[Any] = asyncio.ensure_future(
+        asyncio.gather(*(r.synced.wait() for r in reflectors))
+    )
+    exit_code = 0
+    try:
+        ended = await _first_done([stopped, synced, *tasks])
+        if ended is synced:
+            # The cache is long-lived: keep the collector from rescanning it forever.
+            gc.freeze()
+            log.info("caches synced", extra={"pods": len(controller.cache.pods)})
+            if elector is None:
+                controller.start_leading()
+            else:
+                spawn(
+                    elector.run(
+                        on_started=controller.start_leading, on_stopped=controller.stop_leading
+                    )
+                )
+            for _ in range(WORKERS):
+                spawn(controller.work())
+            spawn(controller.report_status())
+            ended = await _first_done([stopped, *tasks])
+        if ended is not stopped:
+            # Every task runs until shutdown; one that ends means the process cannot work.
+            log.error("a component stopped unexpectedly; exiting", exc_info=ended.exception())
+            exit_code = 1
+    finally:
+        log.info("shutting down")
+        controller.queue.shutdown()
+        for future in (stopped, synced, *tasks):
+            future.cancel()
+        for server in servers:
+            server.stop()
+        await asyncio.gather(stopped, synced, *tasks, return_exceptions=True)
+        if elector is not None:
+            await elector.release()
+        await http.close()
+    return exit_code
+
+
+async def _first_done(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[Any]:
+    done, _ = await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    return next(iter(done))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The reconciler's Prometheus series, in a dedicated registry.
+
+Names and label values are the runbook's; every `result` exists at zero from start-up so
+that alerts on `increase(...)` see the first event.
+"""
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reconciler.outcomes import Result
+
+# Reconciling one node is a cache walk plus a handful of writes: milliseconds normally,
+# seconds under API-server pressure (the runbook alerts on a climbing p99).
+_DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class ReconcilerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.node_factor = Gauge(
+            "headroom_node_factor",
+            "Per-node slack factor F = 1 + S/M.",
+            ["node"],
+            registry=self.registry,
+        )
+        self.node_slack_cores = Gauge(
+            "headroom_node_slack_cores",
+            "Unbooked CPU on the node (allocatable minus requests), in cores.",
+            ["node"],
+            registry=self.registry,
+        )
+        self.pod_limit_cores = Gauge(
+            "headroom_pod_limit_cores",
+            "Computed CPU limit ceiling of a managed pod, in cores.",
+            ["namespace", "pod"],
+            registry=self.registry,
+        )
+        self.resizes = Counter(
+            "headroom_resizes",
+            "Per-pod resize outcomes.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "headroom_reconcile_duration_seconds",
+            "Time to reconcile one node.",
+            buckets=_DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.pods_managed = Gauge(
+            "headroom_pods_managed",
+            "Managed pods across all nodes.",
+            registry=self.registry,
+        )
+        self.resizes_deferred = Gauge(
+            "headroom_resizes_deferred",
+            "Managed pods whose resize the kubelet currently reports as Deferred.",
+            registry=self.registry,
+        )
+        for result in Result:
+            self.resizes.labels(result=result.value)
+
+    def count(self, result: Result, amount: int = 1) -> None:
+        self.resizes.labels(result=result.value).inc(amount)
+
+    def forget_pod(self, *, namespace: str, pod: str) -> None:
+        try:
+            self.pod_limit_cores.remove(namespace, pod)
+        except KeyError:
+            return
+
+    def forget_node(self, node: str) -> None:
+        for gauge in (self.node_factor, self.node_slack_cores):
+            try:
+                gauge.remove(node)
+            except KeyError:
+                continue

@@ -1,0 +1,250 @@
+"""Fixtures for the reconciler on the real control plane: the CRD, the config, reserved
+simulated nodes, and the real reconciler process (as a subprocess, as in production)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from devcluster.controlplane import free_port
+from tests.integration.conftest import REPO, Cluster, eventually
+from tests.integration.reconciler import manifests
+
+CRD = "headroomconfigs.kube-headroom.dev"
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: Cluster, helm: Path) -> None:
+    subprocess.run(
+        [str(helm), "upgrade", "--install", "kube-headroom-crds", "chart/kube-headroom-crds"],
+        env=control_plane.environ(),
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    )
+    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
+
+
+@pytest.fixture
+def configure(control_plane: Cluster, crd: None) -> Iterator[Callable[..., None]]:
+    """Set the HeadroomConfig spec (`configure(dryRun=False)`); deleted after the test."""
+
+    def apply(**spec: Any) -> None:
+        control_plane.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input=json.dumps(manifests.headroom_config(**spec)),
+        )
+
+    control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
+    yield apply
+    control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
+
+
+@pytest.fixture
+def managed_namespace(control_plane: Cluster, namespace: str) -> str:
+    control_plane.kubectl("label", "namespace", namespace, "kube-headroom.dev/mode=managed")
+    return namespace
+
+
+@pytest.fixture
+def make_node(control_plane: Cluster) -> Iterator[Callable[..., str]]:
+    """Create a Ready simulated node only the test's own pods use; deleted afterwards."""
+    created: list[str] = []
+
+    def make(cpu: str = "16") -> str:
+        name = f"hr-{uuid.uuid4().hex[:8]}"
+        control_plane.kubectl(
+            "create", "-f", "-", input=json.dumps(manifests.reserved_node(name, cpu=cpu))
+        )
+        created.append(name)
+        control_plane.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
+        return name
+
+    yield make
+    for name in created:
+        control_plane.delete_node(name)
+
+
+@dataclass
+class Reconciler:
+    """A running `headroom-reconciler` process."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+    metrics_url: str
+    probe_url: str
+    args: list[str] = field(default_factory=list)
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        return {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+        }
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        return self.metrics().get((name, tuple(sorted(labels.items()))))
+
+    def resizes(self, result: str) -> float:
+        return self.sample("headroom_resizes_total", result=result) or 0.0
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.probe_url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for line in self.log.read_text().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+        return lines
+
+    def terminate(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+        return self.popen.wait(timeout=30)
+
+
+@pytest.fixture
+def start_reconciler(
+    control_plane: Cluster, crd: None, tmp_path: Path
+) -> Iterator[Callable[..., Reconciler]]:
+    """Start the real reconciler process; each is stopped with SIGTERM after the test."""
+    running: list[Reconciler] = []
+
+    def start(*extra: str, wait_ready: bool = True, secure_metrics: bool = False) -> Reconciler:
+        metrics_port, probe_port = free_port(), free_port()
+        log = tmp_path / f"reconciler-{len(running)}.log"
+        args = [
+            sys.executable,
+            "-m",
+            "reconciler.main",
+            f"--kubeconfig={control_plane.kubeconfig}",
+            f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+            f"--metrics-secure={'true' if secure_metrics else 'false'}",
+            f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+            "--log-format=json",
+            *extra,
+        ]
+        with log.open("wb") as handle:
+            popen = subprocess.Popen(
+                args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=dict(os.environ)
+            )
+        scheme = "https" if secure_metrics else "http"
+        process = Reconciler(
+            popen=popen,
+            log=log,
+            metrics_url=f"{scheme}://127.0.0.1:{metrics_port}/metrics",
+            probe_url=f"http://127.0.0.1:{probe_port}/readyz",
+            args=args,
+        )
+        running.append(process)
+        if wait_ready:
+            eventually(
+                lambda: process.ready() or process.popen.poll() is not None,
+                timeout=60,
+                what="reconciler readiness",
+            )
+            assert process.popen.poll() is None, log.read_text()
+        return process
+
+    yield start
+    for process in running:
+        code = process.terminate()
+        assert code in (0, -signal.SIGKILL), process.log.read_text()[-4000:]
+
+
+class Pods:
+    """Create and read pods of one namespace through the real API."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+
+    def create(self, obj: dict[str, Any]) -> None:
+        self.cluster.kubectl("create", "-f", "-", input=json.dumps(obj))
+
+    def get(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(
+            self.cluster.kubectl("get", "pod", name, "-n", self.namespace, "-o", "json")
+        )
+        return result
+
+    def cpu_limits(self, name: str) -> list[str | None]:
+        spec = self.get(name)["spec"]
+        containers = [*spec.get("initContainers", []), *spec["containers"]]
+        return [c.get("resources", {}).get("limits", {}).get("cpu") for c in containers]
+
+    def cpu_limit(self, name: str) -> str | None:
+        return self.cpu_limits(name)[-1]
+
+    def status_annotation(self, name: str) -> dict[str, Any] | None:
+        text = self.get(name)["metadata"].get("annotations", {}).get("kube-headroom.dev/status")
+        return None if text is None else dict(json.loads(text))
+
+    def generation(self, name: str) -> int:
+        return int(self.get(name)["metadata"]["generation"])
+
+    def events(self, name: str, *, reason: str) -> list[dict[str, Any]]:
+        listed = json.loads(
+            self.cluster.kubectl(
+                "get",
+                "events",
+                "-n",
+                self.namespace,
+                "--field-selector",
+                f"involvedObject.name={name},reason={reason}",
+                "-o",
+                "json",
+            )
+        )
+        return list(listed["items"])
+
+    def wait_running(self, name: str) -> None:
+        self.cluster.kubectl(
+            "wait", f"pod/{name}", "-n", self.namespace, "--for=jsonpath={.status.phase}=Running",
+            "--timeout=60s",
+        )  # fmt: skip
+
+    def wait_limit(self, name: str, cpu: str, *, timeout: float = 20.0) -> None:
+        eventually(lambda: self.cpu_limit(name) == cpu, timeout=timeout, what=f"{name} at {cpu}")
+
+
+@pytest.fixture
+def pods(control_plane: Cluster, managed_namespace: str) -> Pods:
+    return Pods(control_plane, managed_namespace)
+
+
+def stays(check: Callable[[], bool], *, seconds: float, interval: float = 0.5) -> bool:
+    """Whether `check` holds throughout the next `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not check():
+            return False
+        time.sleep(interval)
+    return check()

@@ -1,0 +1,197 @@
+"""Targets on real nodes: caps, neighbours, the design's worked example, steady state."""
+
+import json
+import time
+from collections.abc import Callable
+
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.reconciler.conftest import Pods, Reconciler, stays
+from tests.integration.reconciler.manifests import container, pod
+
+
+def test_a_pod_alone_bursts_to_its_caps_and_neighbours_shrink_it(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    small_node, large_node = make_node(), make_node()
+    ns = pods.namespace
+    pods.create(pod("small", namespace=ns, node=small_node, containers=[container(cpu="500m")]))
+    pods.create(pod("large", namespace=ns, node=large_node, containers=[container(cpu="2")]))
+    start_reconciler()
+    # 500m alone on 16 cores: the 10x multiplier caps it. 2 cores alone: allocatable does.
+    pods.wait_limit("small", "5")
+    pods.wait_limit("large", "16")
+
+    started = time.monotonic()
+    pods.create(pod("neighbour", namespace=ns, node=large_node, containers=[container(cpu="6")]))
+    # Slack 8 over 8 managed cores: factor 2.
+    pods.wait_limit("large", "4", timeout=15)
+    pods.wait_limit("neighbour", "12", timeout=15)
+    # Debounce is 2s ±50%; the rest is the watch and the write.
+    assert time.monotonic() - started < 3 + 5
+
+
+def test_the_worked_example_converges_to_its_targets(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node(cpu="16")
+    for name, cpu in (("a", "500m"), ("b", "1500m"), ("c", "6")):
+        pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu=cpu)]))
+    reconciler = start_reconciler()
+    for name, limit in (("a", "1500m"), ("b", "3"), ("c", "12")):
+        pods.wait_limit(name, limit)
+    annotation = pods.status_annotation("a")
+    assert annotation is not None
+    assert {k: v for k, v in annotation.items() if k != "computedAt"} == {
+        "factor": "2.00",
+        "slack": "8000m",
+        "managedRequests": "8000m",
+        "nodePods": 3,
+        "targetLimit": "1500m",
+        "policy": "proportional-v1",
+    }
+    [event] = pods.events("b", reason="CPULimitAdjusted")
+    assert event["message"] == "unset -> 3000m (node factor 2.00, slack 8/16 cores)"
+    assert reconciler.sample("headroom_node_factor", node=node) == 2.0
+    assert reconciler.sample("headroom_pod_limit_cores", namespace=pods.namespace, pod="c") == 12.0
+
+
+def test_steady_state_writes_nothing(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node()
+    for name, cpu in (("a", "500m"), ("b", "1500m"), ("c", "6")):
+        pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu=cpu)]))
+    reconciler = start_reconciler()
+    pods.wait_limit("c", "12")
+    eventually(lambda: pods.status_annotation("c") is not None, what="annotations")
+
+    def versions() -> dict[str, str]:
+        listed = json.loads(
+            control_plane.kubectl("get", "pods", "-n", pods.namespace, "-o", "json")
+        )
+        return {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in listed["items"]}
+
+    # Let the simulated kubelet finish reporting the resizes, then watch a quiet window.
+    eventually(lambda: _settled(pods), what="the kubelet to report the resizes")
+    time.sleep(2)
+    before, counts = versions(), reconciler.resizes("ok")
+    time.sleep(30)
+    assert versions() == before
+    assert reconciler.resizes("ok") == counts
+
+
+def _settled(pods: Pods) -> bool:
+    return all(
+        pods.get(name)["status"].get("observedGeneration") == pods.generation(name)
+        for name in ("a", "b", "c")
+    )
+
+
+def test_limit_range_and_max_cpu_cap_and_restart_policy_is_respected(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    ns = pods.namespace
+    control_plane.kubectl(
+        "create",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": {"name": "cpu", "namespace": ns},
+                "spec": {
+                    "limits": [{"type": "Container", "max": {"cpu": "3"}, "default": {"cpu": "2"}}]
+                },
+            }
+        ),
+    )
+    node = make_node()
+    pods.create(pod("ranged", namespace=ns, node=node, containers=[container(cpu="1")]))
+    pods.create(
+        pod(
+            "annotated",
+            namespace=ns,
+            node=node,
+            containers=[container(cpu="1", cpu_limit="1")],
+            annotations={"kube-headroom.dev/max-cpu": "2500m"},
+        )
+    )
+    pods.create(
+        pod(
+            "restarts",
+            namespace=ns,
+            node=node,
+            containers=[container(cpu="1", cpu_limit="1", cpu_resize_policy="RestartContainer")],
+        )
+    )
+    start_reconciler()
+    pods.wait_limit("ranged", "3")
+    pods.wait_limit("annotated", "2500m")
+    assert stays(lambda: pods.generation("restarts") == 1, seconds=3)
+    assert pods.cpu_limit("restarts") == "1"
+    assert pods.status_annotation("restarts") is None
+
+
+def test_a_pod_that_would_turn_guaranteed_is_never_resized(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node(cpu="2")
+    pods.create(
+        pod(
+            "full",
+            namespace=pods.namespace,
+            node=node,
+            containers=[container(cpu="2", memory="64Mi", memory_limit="64Mi")],
+        )
+    )
+    reconciler = start_reconciler()
+    eventually(lambda: pods.status_annotation("full") is not None, what="annotation")
+    assert stays(lambda: pods.generation("full") == 1, seconds=3)
+    assert pods.cpu_limit("full") is None
+    assert reconciler.resizes("error") == 0
+
+
+def test_sidecars_are_resized_under_init_containers(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node()
+    pods.create(
+        pod(
+            "with-sidecar",
+            namespace=pods.namespace,
+            node=node,
+            containers=[container("app", cpu="1")],
+            sidecars=[container("proxy", cpu="1", sidecar=True)],
+        )
+    )
+    start_reconciler()
+    eventually(
+        lambda: pods.cpu_limits("with-sidecar") == ["8", "8"], what="both containers at 8 cores"
+    )

@@ -1,0 +1,66 @@
+"""Two replicas: only the leader writes; a killed leader hands over within the lease."""
+
+import json
+import signal
+import time
+from collections.abc import Callable
+
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.reconciler.conftest import Pods, Reconciler
+from tests.integration.reconciler.manifests import container, pod
+
+LEASE_SECONDS = 15
+
+
+def _holder(cluster: Cluster, namespace: str) -> str | None:
+    out = cluster.kubectl(
+        "get", "lease", "kube-headroom-reconciler", "-n", namespace, "-o", "json", check=False
+    )
+    if not out:
+        return None
+    holder = json.loads(out)["spec"].get("holderIdentity")
+    return str(holder) if holder else None
+
+
+def _identity(reconciler: Reconciler) -> str | None:
+    for line in reconciler.log_lines():
+        if line.get("msg") == "became leader":
+            return str(line["identity"])
+    return None
+
+
+def test_only_the_leader_writes_and_a_killed_leader_hands_over(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node()
+    ns = pods.namespace
+    for name, cpu in (("a", "1"), ("b", "3")):
+        pods.create(pod(name, namespace=ns, node=node, containers=[container(cpu=cpu)]))
+    election = ("--leader-elect", f"--leader-election-namespace={ns}")
+    first = start_reconciler(*election)
+    eventually(lambda: _identity(first), what="the first replica to lead")
+    second = start_reconciler(*election)
+    pods.wait_limit("a", "4")
+    pods.wait_limit("b", "12")
+    assert _holder(control_plane, ns) == _identity(first)
+    assert first.resizes("ok") == 2
+    assert second.resizes("ok") == 0
+    assert _identity(second) is None
+
+    killed = time.monotonic()
+    first.terminate(signal.SIGKILL)
+    eventually(lambda: _identity(second), timeout=LEASE_SECONDS + 10, what="handover")
+    assert time.monotonic() - killed <= LEASE_SECONDS + 3
+    assert _holder(control_plane, ns) == _identity(second)
+    # The new leader finds the node converged: nothing to patch.
+    time.sleep(4)
+    assert second.resizes("ok") == 0
+
+    pods.create(pod("c", namespace=ns, node=node, containers=[container(cpu="4")]))
+    pods.wait_limit("a", "2")
+    assert second.resizes("ok") >= 1

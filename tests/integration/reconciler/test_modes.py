@@ -1,0 +1,118 @@
+"""Dry-run, enforcing, and the three ways to freeze limits (design §5, runbook rollback)."""
+
+from collections.abc import Callable
+
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.reconciler.conftest import Pods, Reconciler, stays
+from tests.integration.reconciler.manifests import container, pod
+
+UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
+
+
+def _target(pods: Pods, name: str) -> object:
+    annotation = pods.status_annotation(name)
+    return None if annotation is None else annotation.get("targetLimit")
+
+
+def _neighbour(pods: Pods, name: str, *, node: str, cpu: str) -> None:
+    pods.create(
+        pod(
+            name,
+            namespace=pods.namespace,
+            node=node,
+            containers=[container(cpu=cpu)],
+            labels=UNMANAGED,
+        )
+    )
+
+
+def test_dry_run_is_the_default_and_enforcing_applies_without_a_pod_event(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    node = make_node()
+    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    reconciler = start_reconciler()
+    eventually(lambda: _target(pods, "p") == "10000m", what="a dry-run annotation")
+    annotation = pods.status_annotation("p")
+    assert annotation is not None
+    assert annotation["dryRun"] is True
+    assert stays(lambda: pods.generation("p") == 1, seconds=2)
+    assert pods.cpu_limit("p") is None
+    assert reconciler.resizes("dry-run") >= 1
+    assert reconciler.resizes("ok") == 0
+    [event] = pods.events("p", reason="CPULimitAdjusted")
+    assert event["message"] == "would set unset -> 10000m (node factor 16.00, slack 15/16 cores)"
+
+    configure(dryRun=False)
+    pods.wait_limit("p", "10", timeout=10)
+    assert reconciler.resizes("ok") >= 1
+    eventually(lambda: "dryRun" not in (pods.status_annotation("p") or {}), what="enforcing note")
+
+
+def _enforced(
+    configure: Callable[..., None], make_node: Callable[..., str], pods: Pods
+) -> tuple[str, int]:
+    """A managed 1-core pod alone on a node, resized to its 10-core cap."""
+    configure(dryRun=False)
+    node = make_node()
+    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    pods.wait_limit("p", "10")
+    return node, pods.generation("p")
+
+
+def test_setting_dry_run_back_freezes_limits(
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    start_reconciler()
+    node, generation = _enforced(configure, make_node, pods)
+    configure(dryRun=True)
+    _neighbour(pods, "big", node=node, cpu="12")
+    # The annotation follows the node (3 cores of slack); the limit does not.
+    eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
+    assert pods.cpu_limit("p") == "10"
+    assert pods.generation("p") == generation
+
+
+def test_removing_the_namespace_label_freezes_limits(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    reconciler = start_reconciler()
+    node, generation = _enforced(configure, make_node, pods)
+    control_plane.kubectl("label", "namespace", pods.namespace, "kube-headroom.dev/mode-")
+    eventually(
+        lambda: (
+            reconciler.sample("headroom_pod_limit_cores", namespace=pods.namespace, pod="p") is None
+        ),
+        what="the pod to leave management",
+    )
+    _neighbour(pods, "big", node=node, cpu="12")
+    assert stays(lambda: pods.generation("p") == generation, seconds=5)
+    assert pods.cpu_limit("p") == "10"
+
+
+def test_deleting_the_config_freezes_limits(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    start_reconciler()
+    node, generation = _enforced(configure, make_node, pods)
+    control_plane.kubectl("delete", "hcfg", "cluster")
+    # Without a config the defaults apply, and they are dry-run.
+    eventually(lambda: (pods.status_annotation("p") or {}).get("dryRun") is True, what="dry-run")
+    _neighbour(pods, "big", node=node, cpu="12")
+    eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
+    assert pods.cpu_limit("p") == "10"
+    assert pods.generation("p") == generation

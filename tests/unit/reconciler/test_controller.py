@@ -1,0 +1,174 @@
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from reconciler.controller import CRASH_RETRY_SECONDS, Controller
+from reconciler.metrics import ReconcilerMetrics
+from reconciler.ratelimit import TokenBucket
+from reconciler.workqueue import PROMPT_SPREAD_SECONDS, NodeQueue
+from reconciler.writer import Writer
+from tests.unit.app import builders
+from tests.unit.reconciler.fakes import FakeApi, FakeClock, FixedRandom
+
+
+class Setup:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.api = FakeApi()
+        self.leading = True
+        self.limiter = TokenBucket(rate=50.0, burst=100, clock=self.clock)
+        self.queue = NodeQueue(clock=self.clock, rand=FixedRandom(1.0))
+        self.controller = Controller(
+            queue=self.queue,
+            writer=Writer(
+                api=self.api,
+                instance="test",
+                may_write=lambda: self.leading,
+                wall_clock=lambda: datetime(2030, 1, 1, tzinfo=UTC),
+            ),
+            metrics=ReconcilerMetrics(),
+            client_limiter=self.limiter,
+            may_write=lambda: self.leading,
+            clock=self.clock,
+        )
+        self.cache = self.controller.cache
+
+    def due_in(self) -> float | None:
+        due = self.queue.next_due()
+        return None if due is None else due - self.clock.now
+
+
+def test_pod_changes_are_debounced_by_the_configured_period() -> None:
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"debouncePeriod": "4s"}))
+    setup.queue.done(setup.queue.pop_ready() or "")
+    obj = builders.pod("p")
+    setup.cache.apply_pod("team-a/p", obj)
+    # FixedRandom(1.0) is the top of the ±50% jitter.
+    assert setup.due_in() == pytest.approx(6.0)
+
+
+def test_config_changes_are_prompt_and_retune_the_limiters() -> None:
+    setup = Setup()
+    setup.cache.apply_node("node-1", builders.node("node-1"))
+    setup.cache.apply_config(
+        "cluster",
+        builders.headroom_config(
+            spec={"rateLimits": {"perNodePatchesPerSecond": 3, "clientQPS": 7, "clientBurst": 9}}
+        ),
+    )
+    assert setup.due_in() == pytest.approx(PROMPT_SPREAD_SECONDS)
+    assert (setup.limiter.rate, setup.limiter.burst) == (7.0, 9)
+
+
+def test_start_leading_spreads_every_node_over_the_debounce_period() -> None:
+    setup = Setup()
+    for name in ("n1", "n2", "n3"):
+        setup.cache.apply_node(name, builders.node(name))
+    setup.clock.advance(10)
+    for _ in range(3):
+        setup.queue.done(setup.queue.pop_ready() or "")
+    setup.controller.start_leading()
+    assert len(setup.queue) == 3
+    assert setup.due_in() == pytest.approx(2.0)
+
+
+def test_a_node_that_disappears_is_forgotten() -> None:
+    setup = Setup()
+    setup.cache.apply_node("n1", builders.node("n1"))
+    setup.cache.apply_node("n1", None)
+    assert setup.controller.reconciler.managed_nodes == 0
+
+
+def run_worker(setup: Setup, node: str, reconcile: Callable[[str], Awaitable[float]]) -> None:
+    """Let one worker take `node` through `reconcile`; the fake clock never reaches the retry."""
+    finished = asyncio.Event()
+
+    async def observed(name: str) -> float:
+        try:
+            return await reconcile(name)
+        finally:
+            finished.set()
+
+    setup.controller.reconciler.reconcile = observed  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        setup.queue.add(node)
+        worker = asyncio.ensure_future(setup.controller.work())
+        await asyncio.wait_for(finished.wait(), 2.0)
+        # The worker puts the node back as soon as it resumes.
+        await asyncio.sleep(0)
+        setup.queue.shutdown()
+        await asyncio.wait_for(worker, 2.0)
+
+    asyncio.run(scenario())
+
+
+def test_the_worker_requeues_a_node_that_raised() -> None:
+    setup = Setup()
+
+    async def broken(node: str) -> float:
+        raise RuntimeError(f"bug on {node}")
+
+    run_worker(setup, "n1", broken)
+    assert setup.due_in() == pytest.approx(CRASH_RETRY_SECONDS)
+
+
+def test_the_worker_requeues_after_the_delay_the_reconcile_asks_for() -> None:
+    setup = Setup()
+
+    async def backing_off(node: str) -> float:
+        return 42.0
+
+    run_worker(setup, "n1", backing_off)
+    assert setup.due_in() == pytest.approx(42.0)
+
+
+def test_losing_the_lease_drops_the_per_node_series() -> None:
+    setup = Setup()
+    setup.cache.apply_node("n1", builders.node("n1"))
+    setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
+    setup.cache.apply_pod("team-a/p", builders.pod("p", node="n1"))
+    asyncio.run(setup.controller.reconciler.reconcile("n1"))
+    assert setup.controller.reconciler.managed_pods == 1
+    setup.controller.stop_leading()
+    assert setup.controller.reconciler.managed_pods == 0
+
+
+def test_config_status_is_written_once_per_change() -> None:
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
+    asyncio.run(setup.controller.write_status())
+    asyncio.run(setup.controller.write_status())
+    [write] = setup.api.writes(kind="status")
+    assert write.method == "PATCH"
+    assert write.path == "/apis/kube-headroom.dev/v1alpha1/headroomconfigs/cluster/status"
+    assert write.content_type == "application/merge-patch+json"
+    assert write.body is not None
+    status = write.body["status"]
+    assert status["observedGeneration"] == 1
+    assert status["conditions"][0]["message"] == "enforcing; managing 0 pods on 0 nodes"
+    # Once the watch shows the written status, nothing changes and nothing is written.
+    setup.cache.apply_config(
+        "cluster", {**builders.headroom_config(spec={"dryRun": False}), "status": status}
+    )
+    asyncio.run(setup.controller.write_status())
+    assert len(setup.api.writes(kind="status")) == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "leading"),
+    [
+        pytest.param(None, True, id="no-config"),
+        pytest.param(builders.headroom_config(), False, id="not-leader"),
+    ],
+)
+def test_config_status_is_not_written(config: dict[str, Any] | None, leading: bool) -> None:
+    setup = Setup()
+    setup.leading = leading
+    setup.cache.apply_config("cluster", config)
+    asyncio.run(setup.controller.write_status())
+    assert setup.api.sent == []

@@ -1,0 +1,496 @@
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from app.config import Settings
+from reconciler.cache import ClusterCache
+from reconciler.metrics import ReconcilerMetrics
+from reconciler.podmemory import PodMemory
+from reconciler.ratelimit import NodeBuckets
+from reconciler.reconcile import CONFLICT_RETRY_SECONDS, NodeReconciler
+from reconciler.writer import Writer
+from tests.unit.app import builders
+from tests.unit.app.builders import condition, container
+from tests.unit.reconciler.fakes import FakeApi, FakeClock
+
+NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+PODS = "/api/v1/namespaces/team-a/pods"
+
+
+class Quiet:
+    def node_dirty(self, node: str, *, prompt: bool) -> None:
+        """Wake-ups are the queue's business; these tests call reconcile directly."""
+
+    def node_removed(self, node: str) -> None:
+        """Not exercised here."""
+
+    def settings_changed(self, settings: Settings) -> None:
+        """Not exercised here."""
+
+
+class World:
+    """A node's cache, the real reconciler, and a recording API."""
+
+    def __init__(self, *, spec: dict[str, Any] | None = None, cpu: str = "16") -> None:
+        self.api = FakeApi()
+        self.clock = FakeClock()
+        self.cache = ClusterCache(listener=Quiet())
+        self.metrics = ReconcilerMetrics()
+        self.leading = True
+        self.reconciler = NodeReconciler(
+            cache=self.cache,
+            writer=Writer(
+                api=self.api,
+                instance="test",
+                may_write=lambda: self.leading,
+                wall_clock=lambda: NOW,
+            ),
+            metrics=self.metrics,
+            memory=PodMemory(clock=self.clock),
+            buckets=NodeBuckets(rate=1000.0, clock=self.clock),
+            may_write=lambda: self.leading,
+            wall_clock=lambda: NOW,
+        )
+        self.cache.apply_node("node-1", builders.node("node-1", cpu=cpu))
+        self.cache.apply_namespace("team-a", builders.namespace("team-a"))
+        self.cache.apply_config(
+            "cluster",
+            builders.headroom_config(spec=spec if spec is not None else {"dryRun": False}),
+        )
+
+    def add(self, name: str, **overrides: Any) -> None:
+        obj = builders.pod(name, **overrides)
+        self.cache.apply_pod(f"{obj['metadata']['namespace']}/{name}", obj)
+
+    def reconcile(self) -> float | None:
+        return asyncio.run(self.reconciler.reconcile("node-1"))
+
+    def resizes(self) -> dict[str, str]:
+        return {
+            request.path.split("/")[-2]: request.body["spec"]["containers"][0]["resources"][
+                "limits"
+            ]["cpu"]
+            for request in self.api.writes(kind="resize")
+            if request.body is not None
+        }
+
+    def annotations(self) -> dict[str, dict[str, Any]]:
+        result = {}
+        for request in self.api.writes(kind="annotation"):
+            assert request.body is not None
+            text = request.body["metadata"]["annotations"]["kube-headroom.dev/status"]
+            result[request.path.split("/")[-1]] = json.loads(text)
+        return result
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (r.body["involvedObject"]["name"], r.body["reason"], r.body["message"])
+            for r in self.api.writes(kind="event")
+            if r.body is not None
+        ]
+
+    def count(self, result: str) -> float:
+        value = self.metrics.registry.get_sample_value("headroom_resizes_total", {"result": result})
+        assert value is not None
+        return value
+
+    def gauge(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels or {})
+
+
+def worked_example(world: World) -> None:
+    """Design §2: 16 cores, three managed pods requesting 0.5, 1.5 and 6 cores."""
+    for name, cpu in (("a", "500m"), ("b", "1500m"), ("c", "6")):
+        world.add(name, containers=[container(cpu_request=cpu)])
+
+
+def settle(world: World) -> None:
+    """Feed the cache what the API server now holds: applied limits and annotations."""
+    limits = world.resizes()
+    annotations = {
+        request.path.split("/")[-1]: request.body["metadata"]["annotations"][
+            "kube-headroom.dev/status"
+        ]
+        for request in world.api.writes(kind="annotation")
+        if request.body is not None
+    }
+    for key, pod in list(world.cache.pods.items()):
+        obj = builders.pod(
+            pod.name,
+            containers=[
+                container(
+                    cpu_request=f"{pod.request_m}m",
+                    cpu_limit=limits.get(pod.name) or (f"{pod.limit_m}m" if pod.limit_m else None),
+                )
+            ],
+            status_annotation=annotations.get(pod.name, pod.status_annotation),
+            generation=(pod.generation or 1) + (pod.name in limits),
+        )
+        world.cache.apply_pod(key, obj)
+    world.api.sent.clear()
+
+
+def test_worked_example_converges_to_its_targets() -> None:
+    world = World()
+    worked_example(world)
+    assert world.reconcile() is None
+    assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
+    assert world.count("ok") == 3
+    assert world.annotations()["a"] == {
+        "factor": "2.00",
+        "slack": "8000m",
+        "managedRequests": "8000m",
+        "nodePods": 3,
+        "targetLimit": "1500m",
+        "policy": "proportional-v1",
+        "computedAt": "2030-01-01T12:00:00Z",
+    }
+    assert ("a", "CPULimitAdjusted", "unset -> 1500m (node factor 2.00, slack 8/16 cores)") in (
+        world.events()
+    )
+    assert world.gauge("headroom_node_factor", {"node": "node-1"}) == 2.0
+    assert world.gauge("headroom_node_slack_cores", {"node": "node-1"}) == 8.0
+    assert world.gauge("headroom_pod_limit_cores", {"namespace": "team-a", "pod": "c"}) == 12.0
+    assert world.gauge("headroom_pods_managed") == 3
+
+
+def test_the_resize_is_a_forced_server_side_apply_of_cpu_limits_only() -> None:
+    world = World()
+    world.add(
+        "p",
+        containers=[container("app", cpu_request="1")],
+        init_containers=[container("proxy", cpu_request="1", restart_policy="Always")],
+    )
+    world.reconcile()
+    [resize] = world.api.writes(kind="resize")
+    assert resize.method == "PATCH"
+    assert resize.path == f"{PODS}/p/resize"
+    assert resize.query == {"fieldManager": "headroom", "force": "true"}
+    assert resize.content_type == "application/apply-patch+yaml"
+    assert resize.body == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "team-a"},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"limits": {"cpu": "8"}}}],
+            "initContainers": [{"name": "proxy", "resources": {"limits": {"cpu": "8"}}}],
+        },
+    }
+    [annotation] = world.api.writes(kind="annotation")
+    assert annotation.path == f"{PODS}/p"
+    assert annotation.content_type == "application/merge-patch+json"
+    assert annotation.body is not None
+    assert list(annotation.body) == ["metadata"]
+
+
+def test_a_converged_node_writes_nothing() -> None:
+    world = World()
+    worked_example(world)
+    world.reconcile()
+    settle(world)
+    assert world.reconcile() is None
+    assert world.api.sent == []
+    assert world.count("ok") == 3
+
+
+def test_an_accepted_resize_is_not_repeated_before_the_watch_shows_it() -> None:
+    world = World()
+    worked_example(world)
+    world.reconcile()
+    world.api.sent.clear()
+    world.reconcile()
+    assert world.api.sent == []
+
+
+def test_dry_run_annotates_counts_and_announces_once_without_resizing() -> None:
+    world = World(spec={})
+    worked_example(world)
+    world.reconcile()
+    assert world.api.writes(kind="resize") == []
+    assert world.count("dry-run") == 3
+    assert world.annotations()["b"]["dryRun"] is True
+    assert (
+        "b",
+        "CPULimitAdjusted",
+        "would set unset -> 3000m (node factor 2.00, slack 8/16 cores)",
+    ) in (world.events())
+    settle(world)
+    world.reconcile()
+    assert world.api.sent == []
+    assert world.count("dry-run") == 3
+
+
+def test_a_new_neighbour_changes_dry_run_targets_and_counts_again() -> None:
+    world = World(spec={})
+    worked_example(world)
+    world.reconcile()
+    settle(world)
+    world.add(
+        "d",
+        containers=[container(cpu_request="4")],
+        labels={"kube-headroom.dev/mode": "unmanaged"},
+    )
+    world.reconcile()
+    # Slack 4 of 16 cores: b and c shrink; a keeps 1.5 cores through the burst floor.
+    assert world.count("dry-run") == 5
+    assert {name: a["targetLimit"] for name, a in world.annotations().items()} == {
+        "a": "1500m",
+        "b": "2500m",
+        "c": "9000m",
+    }
+
+
+def test_quota_denied_backs_off_and_the_other_pods_still_converge() -> None:
+    world = World()
+    worked_example(world)
+    world.api.answer(
+        "PATCH",
+        f"{PODS}/b/resize",
+        code=403,
+        body={
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": 'pods "b" is forbidden: exceeded quota: compute, requested: limits.cpu=3,'
+            " used: limits.cpu=1, limited: limits.cpu=2",
+            "reason": "Forbidden",
+            "code": 403,
+        },
+    )
+    delay = world.reconcile()
+    assert delay == 300.0
+    assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
+    assert world.count("quota-denied") == 1
+    assert world.count("ok") == 2
+    [(pod, _reason, message)] = [e for e in world.events() if e[1] == "ResizeForbidden"]
+    assert pod == "b"
+    assert "exceeded quota" in message
+    assert "requests.cpu" in message
+    world.api.sent.clear()
+    world.clock.advance(10)
+    assert world.reconcile() == pytest.approx(290.0)
+    assert "b" not in world.resizes()
+
+
+def test_after_the_back_off_a_quota_blocked_pod_is_tried_once_more() -> None:
+    world = World()
+    world.add("b", containers=[container(cpu_request="1500m")])
+    world.api.answer("PATCH", f"{PODS}/b/resize", code=403, body={"message": "exceeded quota: q"})
+    world.reconcile()
+    world.clock.advance(300)
+    world.reconcile()
+    assert world.count("quota-denied") == 2
+    assert len(world.api.writes(kind="resize")) == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "result", "delay"),
+    [
+        pytest.param(409, "conflict", CONFLICT_RETRY_SECONDS, id="conflict"),
+        pytest.param(500, "error", None, id="server-error"),
+    ],
+)
+def test_failed_resizes_are_counted_and_retried(
+    code: int, result: str, delay: float | None
+) -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")])
+    world.api.answer("PATCH", f"{PODS}/p/resize", code=code, body={"message": "nope"})
+    retry = world.reconcile()
+    assert world.count(result) == 1
+    assert retry is not None
+    if delay is not None:
+        assert retry == delay
+    # A resize that did not happen is not claimed by the annotation.
+    assert world.api.writes(kind="annotation") == []
+
+
+def test_an_invalid_resize_is_an_error_logged_as_a_bug(caplog: pytest.LogCaptureFixture) -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")])
+    world.api.answer(
+        "PATCH",
+        f"{PODS}/p/resize",
+        code=422,
+        body={"message": "Pod QOS Class may not change as a result of resizing", "code": 422},
+    )
+    with caplog.at_level(logging.ERROR):
+        world.reconcile()
+    assert world.count("error") == 1
+    assert any("bug" in record.getMessage() for record in caplog.records)
+
+
+def test_infeasible_backs_off_with_one_warning_and_no_patch() -> None:
+    world = World()
+    world.add(
+        "p",
+        containers=[container(cpu_request="1", cpu_limit="10")],
+        generation=3,
+        conditions=[
+            condition("PodResizePending", reason="Infeasible", message="Node didn't have enough")
+        ],
+    )
+    delay = world.reconcile()
+    assert delay == 300.0
+    assert world.count("Infeasible") == 1
+    [(pod, reason, message)] = world.events()
+    assert (pod, reason) == ("p", "ResizeInfeasible")
+    assert "Node didn't have enough" in message
+    assert world.api.writes(kind="resize") == []
+    assert world.api.writes(kind="annotation") == []
+    world.clock.advance(300)
+    world.api.sent.clear()
+    world.reconcile()
+    # Same episode: not counted or announced again. The pod is managed again, and its
+    # limit already is the target, so the resize is not retried.
+    assert world.count("Infeasible") == 1
+    assert world.events() == []
+    assert world.api.writes(kind="resize") == []
+    assert world.annotations()["p"]["targetLimit"] == "10000m"
+
+
+def test_deferred_is_tracked_by_the_gauge_and_not_retried() -> None:
+    world = World()
+    world.add(
+        "p",
+        containers=[container(cpu_request="1", cpu_limit="10")],
+        conditions=[condition("PodResizePending", reason="Deferred")],
+    )
+    world.reconcile()
+    assert world.gauge("headroom_resizes_deferred") == 1
+    assert world.count("Deferred") == 1
+    assert world.api.writes(kind="resize") == []
+    world.reconcile()
+    assert world.count("Deferred") == 1
+    world.add("p", containers=[container(cpu_request="1", cpu_limit="10")])
+    world.reconcile()
+    assert world.gauge("headroom_resizes_deferred") == 0
+
+
+def test_a_pod_that_would_turn_guaranteed_is_not_pinned_to_its_request() -> None:
+    world = World(cpu="2")
+    world.add(
+        "full",
+        containers=[container(cpu_request="2", memory_request="1Gi", memory_limit="1Gi")],
+    )
+    world.reconcile()
+    assert world.api.writes(kind="resize") == []
+    assert world.count("error") == 0
+    assert world.gauge("headroom_pod_limit_cores", {"namespace": "team-a", "pod": "full"}) is None
+    assert world.gauge("headroom_pods_managed") == 1
+
+
+@pytest.mark.parametrize(
+    ("setup"),
+    [
+        pytest.param({"leading": False}, id="not-leader"),
+        pytest.param({"spec": {"quantum": "0", "dryRun": False}}, id="invalid-config"),
+        pytest.param({"namespace_labels": {}}, id="namespace-not-enrolled"),
+        pytest.param({"pod_labels": {"kube-headroom.dev/mode": "unmanaged"}}, id="opted-out"),
+        pytest.param({"resize_policy": "RestartContainer"}, id="restart-policy"),
+    ],
+)
+def test_frozen_cases_write_nothing(setup: dict[str, Any]) -> None:
+    world = World()
+    world.leading = setup.get("leading", True)
+    if "spec" in setup:
+        world.cache.apply_config(
+            "cluster", builders.headroom_config(generation=2, spec=setup["spec"])
+        )
+    if "namespace_labels" in setup:
+        world.cache.apply_namespace(
+            "team-a", builders.namespace("team-a", labels=setup["namespace_labels"])
+        )
+    world.add(
+        "p",
+        labels=setup.get("pod_labels", {"app": "web"}),
+        containers=[container(cpu_request="1", cpu_resize_policy=setup.get("resize_policy"))],
+    )
+    assert world.reconcile() is None
+    assert world.api.sent == []
+
+
+def test_a_limit_range_and_max_cpu_cap_the_target() -> None:
+    world = World()
+    world.cache.apply_limit_range("team-a/limits", builders.limit_range(container_max_cpu="3"))
+    world.add("capped-by-range", containers=[container(cpu_request="1")])
+    world.add("capped-by-annotation", containers=[container(cpu_request="1")], max_cpu="2")
+    world.reconcile()
+    assert world.resizes() == {"capped-by-range": "3", "capped-by-annotation": "2"}
+
+
+def test_an_invalid_max_cpu_is_ignored_with_one_warning() -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")], max_cpu="lots")
+    world.reconcile()
+    world.reconcile()
+    warnings = [e for e in world.events() if e[1] == "InvalidMaxCPU"]
+    assert len(warnings) == 1
+    assert world.resizes() == {"p": "10"}
+
+
+def test_a_vpa_that_controls_limits_excludes_its_pods() -> None:
+    world = World()
+    world.cache.apply_vpa("team-a/web", builders.vpa())
+    world.add("web-5d8f7c9b4-abcde", containers=[container(cpu_request="1")])
+    world.reconcile()
+    assert world.api.sent == []
+
+
+def test_series_of_pods_that_left_are_removed() -> None:
+    world = World()
+    worked_example(world)
+    world.reconcile()
+    world.cache.apply_pod("team-a/c", None)
+    world.reconcile()
+    assert world.gauge("headroom_pod_limit_cores", {"namespace": "team-a", "pod": "c"}) is None
+    assert world.gauge("headroom_pods_managed") == 2
+    assert world.reconciler.managed_pods == 2
+    assert world.reconciler.managed_nodes == 1
+
+
+def test_a_removed_node_is_forgotten() -> None:
+    world = World()
+    worked_example(world)
+    world.reconcile()
+    world.cache.apply_node("node-1", None)
+    world.reconcile()
+    assert world.gauge("headroom_node_factor", {"node": "node-1"}) is None
+    assert world.gauge("headroom_pods_managed") == 0
+
+
+def test_losing_the_lease_mid_reconcile_stops_writing_at_once() -> None:
+    world = World()
+    worked_example(world)
+    sent: Sequence[object] = world.api.sent
+    original = world.api.request
+
+    async def request_then_lose(method: str, path: str, **kwargs: Any) -> Any:
+        response = await original(method, path, **kwargs)
+        world.leading = False
+        return response
+
+    world.api.request = request_then_lose  # type: ignore[method-assign]
+    world.reconcile()
+    assert len(sent) == 1
+
+
+def test_a_kubelet_report_counts_once_per_generation_it_refers_to() -> None:
+    world = World()
+    deferred = [condition("PodResizePending", reason="Deferred")]
+    for generation, observed in ((2, 2), (3, 2), (3, 3)):
+        world.add(
+            "p",
+            containers=[container(cpu_request="1", cpu_limit="10")],
+            generation=generation,
+            observed_generation=observed,
+            conditions=deferred,
+        )
+        world.reconcile()
+    # Generation 3 reported stale (still about 2) is the same episode; then a new one.
+    assert world.count("Deferred") == 2
