@@ -24,7 +24,7 @@ from reconciler.cache import CacheFeed, ClusterCache
 from reconciler.controller import WORKERS, Controller
 from reconciler.kubeapi import KubeApi
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
-from reconciler.logs import configure_logging
+from app.logs import configure_logging
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.probes import ProbeApp
 from reconciler.ratelimit import TokenBucket

@@ -18,7 +18,7 @@ from typing import Final
 from app.config import Settings
 from app.explain import Explanation, event_message, explain, status_annotation
 from app.pods import PodInfo, booked_cpu_m
-from app.policy import NodeInput, NodeResult, PodResult, compute_node
+from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
 from app.quantity import format_cpu_millis
 from app.selection import ineligibility
 from reconciler.cache import ClusterCache, NodeRecord
@@ -278,6 +278,10 @@ class NodeReconciler:
         write reports `Result.ERROR` (not counted as a resize) so the node is retried.
         """
         pod = pod_result.pod
+        if pod_result.reason is Reason.QOS_GUARD and not pod_result.current_m:
+            # No limit can be set without making the pod Guaranteed, and it has none yet:
+            # there is no ceiling to explain.
+            return None, None
         explanation = explain(node, pod_result, dry_run=settings.dry_run)
         previous = self._memory.current_annotation(pod.uid, cached=pod.status_annotation)
         annotation = status_annotation(explanation, previous=previous, now=self._wall_clock())

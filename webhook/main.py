@@ -23,7 +23,7 @@ from certs.tls import CertificateError
 from webhook.app import create_app
 from webhook.cache import ClusterCache
 from webhook.health import Health, ProbeApp
-from webhook.logs import configure_logging
+from app.logs import configure_logging
 from webhook.metrics import WebhookMetrics
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    configure_logging(fmt=args.log_format, level=args.log_level)
+    configure_logging(log_format=args.log_format, level=args.log_level)
     try:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             return runner.run(_serve(args))

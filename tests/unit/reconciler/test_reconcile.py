@@ -383,6 +383,8 @@ def test_a_pod_that_would_turn_guaranteed_is_not_pinned_to_its_request() -> None
     assert world.count("error") == 0
     assert world.gauge("headroom_pod_limit_cores", {"namespace": "team-a", "pod": "full"}) is None
     assert world.gauge("headroom_pods_managed") == 1
+    # It has no limit and can get none: no annotation claiming a "0m" ceiling either.
+    assert world.api.writes(kind="annotation") == []
 
 
 @pytest.mark.parametrize(

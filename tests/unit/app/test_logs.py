@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from reconciler.logs import JsonFormatter, TextFormatter, configure_logging
+from app.logs import JsonFormatter, TextFormatter, configure_logging
 
 
 def record(message: str = "resized %s", *args: object, **extra: object) -> logging.LogRecord:
