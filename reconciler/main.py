@@ -19,12 +19,12 @@ from app.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
 from app.kube.config import KubeConfigError, async_api_client
 from app.kube.http import KubeHttp
 from app.labels import CONFIG_PLURAL, GROUP, VERSION
+from app.logs import configure_logging
 from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from reconciler.cache import CacheFeed, ClusterCache
 from reconciler.controller import WORKERS, Controller
 from reconciler.kubeapi import KubeApi
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
-from app.logs import configure_logging
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.probes import ProbeApp
 from reconciler.ratelimit import TokenBucket

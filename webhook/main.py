@@ -17,13 +17,13 @@ from prometheus_client import CollectorRegistry
 
 from app.kube.config import KubeConfigError, async_api_client
 from app.kube.http import KubeHttp
+from app.logs import configure_logging
 from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from certs.source import certificate_source
 from certs.tls import CertificateError
 from webhook.app import create_app
 from webhook.cache import ClusterCache
 from webhook.health import Health, ProbeApp
-from app.logs import configure_logging
 from webhook.metrics import WebhookMetrics
 
 logger = logging.getLogger(__name__)
