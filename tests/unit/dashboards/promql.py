@@ -15,7 +15,7 @@ EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]] = {
     "headroom_pods_managed": frozenset(),
     "headroom_resizes_deferred": frozenset(),
     "headroom_webhook_requests_total": frozenset({"endpoint", "result"}),
-    "headroom_webhook_request_duration_seconds": frozenset(),
+    "headroom_webhook_request_duration_seconds": frozenset({"endpoint"}),
 }
 HISTOGRAMS: Final = frozenset(
     {"headroom_reconcile_duration_seconds", "headroom_webhook_request_duration_seconds"}

@@ -1,0 +1,33 @@
+"""The metric list the dashboard and docs are checked against is what the processes export."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from reconciler.metrics import ReconcilerMetrics
+from tests.unit.dashboards.promql import EXPORTED_METRICS
+from webhook.metrics import WebhookMetrics
+
+# prometheus_client appends these to a histogram's family samples.
+_SAMPLE_LABELS = {"le"}
+
+
+def _families(registry: CollectorRegistry) -> dict[str, frozenset[str]]:
+    families: dict[str, frozenset[str]] = {}
+    for family in registry.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        labels = {key for sample in family.samples for key in sample.labels} - _SAMPLE_LABELS
+        families[name] = frozenset(labels)
+    return families
+
+
+def test_exported_metrics_match_the_real_registries() -> None:
+    reconciler = ReconcilerMetrics()
+    # Per-node and per-pod series only exist once observed; give each one sample.
+    reconciler.node_factor.labels(node="n").set(2)
+    reconciler.node_slack_cores.labels(node="n").set(8)
+    reconciler.pod_limit_cores.labels(namespace="ns", pod="p").set(3)
+    webhook_registry = CollectorRegistry()
+    WebhookMetrics(webhook_registry)
+    exported = {**_families(reconciler.registry), **_families(webhook_registry)}
+    assert exported == EXPORTED_METRICS
