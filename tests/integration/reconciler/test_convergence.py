@@ -168,10 +168,12 @@ def test_a_pod_that_would_turn_guaranteed_is_never_resized(
         )
     )
     reconciler = start_reconciler()
-    eventually(lambda: pods.status_annotation("full") is not None, what="annotation")
+    eventually(lambda: reconciler.sample("headroom_pods_managed") == 1, what="the pod managed")
     assert stays(lambda: pods.generation("full") == 1, seconds=3)
     assert pods.cpu_limit("full") is None
     assert reconciler.resizes("error") == 0
+    # Nothing can be set, so nothing is claimed: no annotation with a made-up ceiling.
+    assert pods.status_annotation("full") is None
 
 
 def test_sidecars_are_resized_under_init_containers(
