@@ -62,9 +62,25 @@ DEMO_ARGS ?=
 demo: $(STAMP) control-plane ## Live demo on an embedded local cluster (KUBECONFIG set: that cluster). DEMO_ARGS=--keep
 	$(BIN)/python -m devcluster.demo $(DEMO_ARGS)
 
+.PHONY: cluster
+cluster: $(STAMP) control-plane ## A local control plane for manual use (prints its KUBECONFIG; Ctrl-C stops it)
+	$(BIN)/python -m devcluster
+
 .PHONY: bench
 bench: $(STAMP) ## Policy benchmark (node of 110 and 1,000 pods)
 	$(BIN)/python -m bench.policy_bench
+
+.PHONY: bench-webhook
+bench-webhook: $(STAMP) ## /mutate/pods over TLS at concurrency 1 and 32 (uses wrk when installed)
+	$(BIN)/python -m bench.webhook_bench
+
+.PHONY: bench-reconciler
+bench-reconciler: $(STAMP) control-plane ## 200 nodes, 8,000 pods on the real control plane (several minutes)
+	$(BIN)/python -m bench.reconciler_bench
+
+.PHONY: bench-control-plane
+bench-control-plane: $(STAMP) control-plane ## Warm start time of the local control plane
+	$(BIN)/python -m devcluster --check
 
 .PHONY: install
 install: ## Install the CRD chart into the current kube-context
