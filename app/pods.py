@@ -6,6 +6,7 @@ and current limit in millicores, its QoS class, whether pinning limits to reques
 would make it Guaranteed, and its ``max-cpu`` cap.
 """
 
+import functools
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -275,6 +276,8 @@ def _quantity(value: object) -> Fraction | None:
     return parse_quantity(str(value))
 
 
+# Cached like parse_quantity: the same few values recur on every pod.
+@functools.lru_cache(maxsize=4096)
 def _millis(value: Fraction | None) -> int | None:
     if value is None:
         return None
@@ -283,5 +286,6 @@ def _millis(value: Fraction | None) -> int | None:
     return math.ceil(value * 1000)
 
 
+@functools.lru_cache(maxsize=4096)
 def _ceil(value: Fraction | None) -> int | None:
     return None if value is None else math.ceil(value)

@@ -17,6 +17,7 @@ tolerates them by accident: a number must have at least one digit (the server re
 the arithmetic explode.
 """
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -52,6 +53,10 @@ class QuantityError(ValueError):
     """A string that the API server would not accept as a quantity."""
 
 
+# Clusters repeat a handful of quantity strings ("500m", "256Mi") across every pod; the
+# cache turns a ~13 µs parse into a dictionary hit on the webhook's and the pod cache's
+# hot paths. Results are immutable Fractions, so sharing them is safe.
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> Fraction:
     """Return the exact value of a Kubernetes quantity such as ``"500m"`` or ``"2Gi"``."""
     if not text:

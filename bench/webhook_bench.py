@@ -172,7 +172,7 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
-async def start_webhook(workdir: Path, api_port: int) -> Server:
+def write_certs(workdir: Path) -> Path:
     now = datetime.datetime.now(datetime.UTC)
     ca = generate_ca(common_name="bench-ca", valid_for=datetime.timedelta(days=1), now=now)
     serving = generate_serving(
@@ -187,6 +187,29 @@ async def start_webhook(workdir: Path, api_port: int) -> Server:
     (certs / "ca.crt").write_bytes(ca.cert_pem)
     (certs / "tls.crt").write_bytes(serving.cert_pem)
     (certs / "tls.key").write_bytes(serving.key_pem)
+    return certs
+
+
+async def start_minimal(certs: Path) -> Server:
+    """The perf-facts ceiling handler, same stack, for a same-machine ratio."""
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.minimal_webhook", str(port), str(certs), cwd=REPO
+    )
+    context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    async with httpx.AsyncClient(verify=context) as client:
+        for _ in range(200):
+            try:
+                await client.get(f"https://127.0.0.1:{port}/")
+                return Server(process=process, port=port, ca_file=certs / "ca.crt")
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+    process.kill()
+    raise SystemExit("the minimal server did not start within 20s")
+
+
+async def start_webhook(workdir: Path, api_port: int) -> Server:
+    certs = write_certs(workdir)
     kubeconfig = workdir / "kubeconfig"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -318,7 +341,32 @@ async def check_patch(server: Server, body: bytes) -> None:
         raise SystemExit(f"expected a patched admission, got {response}")
 
 
-async def bench(*, duration: int, concurrencies: Sequence[int], force_httpx: bool) -> None:
+async def measure(
+    server: Server,
+    *,
+    wrk: str | None,
+    body: bytes,
+    body_file: Path,
+    concurrency: int,
+    duration: int,
+) -> tuple[Result, float]:
+    """One closed-loop run; the result and the server's CPU seconds per request."""
+    url = f"https://127.0.0.1:{server.port}/mutate/pods"
+    cpu_before = server.cpu_seconds()
+    if wrk:
+        result = await run_wrk(
+            wrk, url=url, body_file=body_file, concurrency=concurrency, duration=duration
+        )
+    else:
+        result = await run_httpx(
+            url=url, body=body, ca_file=server.ca_file, concurrency=concurrency, duration=duration
+        )
+    return result, (server.cpu_seconds() - cpu_before) / (result.requests_per_second * duration)
+
+
+async def bench(
+    *, duration: int, concurrencies: Sequence[int], force_httpx: bool, runs: int
+) -> None:
     body = admission_body()
     wrk = None if force_httpx else shutil.which("wrk")
     runner, api_port = await start_api()
@@ -327,41 +375,44 @@ async def bench(*, duration: int, concurrencies: Sequence[int], force_httpx: boo
         body_file = workdir / "review.json"
         body_file.write_bytes(body)
         server = await start_webhook(workdir, api_port)
+        minimal = await start_minimal(workdir / "certs")
         try:
             await check_patch(server, body)
-            url = f"https://127.0.0.1:{server.port}/mutate/pods"
             generator = "wrk (1 thread, closed loop)" if wrk else "asyncio httpx client"
             print(f"/mutate/pods over TLS, keep-alive, {len(body)} B review, load: {generator}")
+            print(f"medians of {runs} runs of {duration}s; ceiling = the minimal handler")
             columns = ("concurrency", "admissions/s", "p50 ms", "p99 ms", "CPU us/req")
-            print(" ".join(f"{column:>12}" for column in columns))
+            print(f"{'server':>10} " + " ".join(f"{column:>12}" for column in columns))
             for concurrency in concurrencies:
-                cpu_before = server.cpu_seconds()
-                if wrk:
-                    result = await run_wrk(
-                        wrk,
-                        url=url,
-                        body_file=body_file,
-                        concurrency=concurrency,
-                        duration=duration,
+                cpu: dict[str, float] = {}
+                for name, target in (("headroom", server), ("ceiling", minimal)):
+                    samples = [
+                        await measure(
+                            target,
+                            wrk=wrk,
+                            body=body,
+                            body_file=body_file,
+                            concurrency=concurrency,
+                            duration=duration,
+                        )
+                        for _ in range(runs)
+                    ]
+                    rate = statistics.median(r.requests_per_second for r, _ in samples)
+                    p50 = statistics.median(r.p50_ms for r, _ in samples)
+                    p99 = statistics.median(r.p99_ms for r, _ in samples)
+                    cpu[name] = statistics.median(c for _, c in samples)
+                    print(
+                        f"{name:>10} {concurrency:>12} {rate:>12.0f} {p50:>12.2f} "
+                        f"{p99:>12.2f} {cpu[name] * 1e6:>12.0f}"
                     )
-                else:
-                    result = await run_httpx(
-                        url=url,
-                        body=body,
-                        ca_file=server.ca_file,
-                        concurrency=concurrency,
-                        duration=duration,
-                    )
-                cpu_per_request = (server.cpu_seconds() - cpu_before) / (
-                    result.requests_per_second * duration
-                )
                 print(
-                    f"{concurrency:>12} {result.requests_per_second:>12.0f} "
-                    f"{result.p50_ms:>12.2f} {result.p99_ms:>12.2f} {cpu_per_request * 1e6:>12.0f}"
+                    f"{'':>10} CPU per admission, headroom / ceiling: "
+                    f"{cpu['headroom'] / cpu['ceiling']:.2f}x"
                 )
         finally:
-            server.process.terminate()
-            await server.process.wait()
+            for process in (server.process, minimal.process):
+                process.terminate()
+                await process.wait()
             await runner.cleanup()
 
 
@@ -370,11 +421,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--duration", type=int, default=10, help="seconds per run (default 10)")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--httpx", action="store_true", help="use the httpx client even with wrk")
+    parser.add_argument("--runs", type=int, default=3, help="runs per setting (median)")
     args = parser.parse_args(argv)
     if args.duration < 1 or min(args.concurrency) < 1:
         parser.error("--duration and --concurrency must be at least 1")
     asyncio.run(
-        bench(duration=args.duration, concurrencies=args.concurrency, force_httpx=args.httpx)
+        bench(
+            duration=args.duration,
+            concurrencies=args.concurrency,
+            force_httpx=args.httpx,
+            runs=args.runs,
+        )
     )
     return 0
 

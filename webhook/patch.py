@@ -1,28 +1,49 @@
-"""One place that turns an edited copy of an object into the JSONPatch the API server applies."""
+"""The JSONPatch that seeds CPU limits, and nothing else.
 
-from collections.abc import Mapping
+Operations are written directly at the deepest part of each container that already
+exists (``resources``, ``resources.limits`` or ``limits.cpu``) rather than diffed from an
+edited copy: jsonpatch's diff cost ~70 µs per admission, about a fifth of the handler,
+for a result this function spells out in a few lines. ``jsonpatch.JsonPatch`` still holds
+the operations, checking their form, and the tests prove with ``jsonpatch.apply_patch``
+that the patch turns the pod into exactly the edited copy.
+"""
+
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonpatch
 
+from app.policy import ContainerLimit
+from app.quantity import format_cpu_millis
 
-def json_patch(
-    original: Mapping[str, Any], edited: Mapping[str, Any], *, at: str = ""
+
+def limits_patch(
+    pod: Mapping[str, Any], limits: Iterable[ContainerLimit]
 ) -> list[dict[str, Any]] | None:
-    """The operations that turn ``original`` into ``edited``; None when they are equal.
+    """Operations setting each container's ``limits.cpu``; None when nothing changes.
 
-    ``at`` is the JSON pointer of ``original`` inside the object the patch applies to, so a
-    caller can diff one small part of a large object: jsonpatch's list diff costs
-    milliseconds on a whole pod spec.
+    App containers are matched under ``spec.containers`` and sidecars under
+    ``spec.initContainers``, by name.
     """
-    if original == edited:
+    by_key = {(limit.sidecar, limit.name): limit.limit_m for limit in limits}
+    spec = pod.get("spec") or {}
+    operations: list[dict[str, Any]] = []
+    for field, sidecar in (("containers", False), ("initContainers", True)):
+        for index, container in enumerate(spec.get(field) or ()):
+            limit_m = by_key.get((sidecar, container.get("name")))
+            if limit_m is None:
+                continue
+            cpu = format_cpu_millis(limit_m)
+            path = f"/spec/{field}/{index}/resources"
+            resources = container.get("resources")
+            if not isinstance(resources, Mapping):
+                operations.append({"op": "add", "path": path, "value": {"limits": {"cpu": cpu}}})
+            elif not isinstance(resources.get("limits"), Mapping):
+                operations.append({"op": "add", "path": f"{path}/limits", "value": {"cpu": cpu}})
+            elif resources["limits"].get("cpu") != cpu:
+                # "add" on an existing member replaces it (RFC 6902, 4.1).
+                operations.append({"op": "add", "path": f"{path}/limits/cpu", "value": cpu})
+    if not operations:
         return None
-    # make_patch without move detection: an edit never moves a value, and the detection
-    # serializes every added value (a quarter of the diff's cost).
-    diff = jsonpatch.JsonPatch.from_diff(original, edited, optimization=False)
-    operations: list[dict[str, Any]] = diff.patch
-    for operation in operations:
-        operation["path"] = at + operation["path"]
-        if "from" in operation:
-            operation["from"] = at + operation["from"]
-    return operations or None
+    patch: list[dict[str, Any]] = jsonpatch.JsonPatch(operations).patch
+    return patch
