@@ -12,9 +12,10 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, Final
 
-from app.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION, STATUS_ANNOTATION
+from app.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION, MODE_LABEL, STATUS_ANNOTATION
 from app.quantity import QuantityError, parse_quantity
 
 GUARANTEED: Final = "Guaranteed"
@@ -23,6 +24,7 @@ BEST_EFFORT: Final = "BestEffort"
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _RESIZE_PENDING: Final = "PodResizePending"
 _RESIZE_IN_PROGRESS: Final = "PodResizeInProgress"
+_NO_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class PodInfo:
     phase: str
     deleting: bool
     mirror: bool
+    # Only kube-headroom.dev/mode, the one label a decision reads.
     labels: Mapping[str, str]
     owners: tuple[OwnerRef, ...]
     # App containers in spec order, then sidecars in spec order.
@@ -148,7 +151,7 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         phase=sys.intern(status.get("phase") or ""),
         deleting=metadata.get("deletionTimestamp") is not None,
         mirror=MIRROR_POD_ANNOTATION in annotations,
-        labels=metadata.get("labels") or {},
+        labels=_own_labels(metadata.get("labels")),
         owners=tuple(_owner(ref) for ref in metadata.get("ownerReferences") or ()),
         containers=containers,
         cpu_containers=cpu_containers,
@@ -225,11 +228,18 @@ def _container(
     )
 
 
+def _own_labels(labels: Mapping[str, str] | None) -> Mapping[str, str]:
+    """Only the label a decision reads (the opt-out): a pod's other labels would cost
+    about half a kilobyte per cached pod."""
+    mode = (labels or {}).get(MODE_LABEL)
+    return _NO_LABELS if mode is None else {MODE_LABEL: sys.intern(str(mode))}
+
+
 def _owner(ref: Mapping[str, Any]) -> OwnerRef:
     group, _, _ = str(ref.get("apiVersion") or "").rpartition("/")
     return OwnerRef(
-        kind=ref.get("kind") or "",
-        api_group=group,
+        kind=sys.intern(str(ref.get("kind") or "")),
+        api_group=sys.intern(group),
         name=ref.get("name") or "",
         controller=bool(ref.get("controller")),
     )

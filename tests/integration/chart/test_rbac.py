@@ -364,7 +364,7 @@ METRICS_AUTH = {
 RECONCILER_WRITES = METRICS_AUTH | {
     ("", "pods/resize", "patch"),
     ("", "pods", "patch"),
-    *((group, "events", verb) for group in ("", "events.k8s.io") for verb in ("create", "patch")),
+    ("", "events", "create"),
     (GROUP, f"{CONFIG_PLURAL}/status", "update"),
     (GROUP, f"{CONFIG_PLURAL}/status", "patch"),
 }

@@ -23,7 +23,7 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
         "web-1",
         namespace="team-b",
         node="node-7",
-        labels={"app": "web"},
+        labels={"app": "web", "kube-headroom.dev/mode": "unmanaged"},
         owners=[owner_ref("ReplicaSet", "web-5d8f"), owner_ref("Node", "n", api_version="v1")],
         generation=4,
         observed_generation=3,
@@ -32,7 +32,8 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
     assert (info.namespace, info.name, info.uid) == ("team-b", "web-1", "uid-team-b-web-1")
     assert info.key == "team-b/web-1"
     assert (info.node_name, info.phase, info.qos_class) == ("node-7", "Running", "Burstable")
-    assert info.labels == {"app": "web"}
+    # Only the opt-out label is kept; the rest would only cost memory.
+    assert info.labels == {"kube-headroom.dev/mode": "unmanaged"}
     assert info.owners == (
         OwnerRef(kind="ReplicaSet", api_group="apps", name="web-5d8f", controller=True),
         OwnerRef(kind="Node", api_group="", name="n", controller=True),

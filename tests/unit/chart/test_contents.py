@@ -31,7 +31,7 @@ def test_reconciler_cluster_role_grants_exactly_what_it_needs() -> None:
         *(("autoscaling.k8s.io", "verticalpodautoscalers", v) for v in read),
         ("", "pods/resize", "patch"),
         ("", "pods", "patch"),
-        *((g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")),
+        ("", "events", "create"),
         *(("kube-headroom.dev", "headroomconfigs", v) for v in read),
         *(("kube-headroom.dev", "headroomconfigs/status", v) for v in ("get", "update", "patch")),
         ("authentication.k8s.io", "tokenreviews", "create"),
