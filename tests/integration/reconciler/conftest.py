@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.controlplane import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
+from tests.integration.rbac import RECONCILER, chart_rbac, service_account_kubeconfig
 from tests.integration.reconciler import manifests
 
 CRD = "headroomconfigs.kube-headroom.dev"
@@ -130,11 +131,21 @@ class Reconciler:
         return self.popen.wait(timeout=30)
 
 
+@pytest.fixture(scope="module")
+def reconciler_kubeconfig(control_plane: Cluster, helm: Path) -> Iterator[Path]:
+    """Credentials of the chart's reconciler ServiceAccount, under the chart's RBAC and
+    pod-write policy: every scenario runs with exactly the production permissions, so a
+    write the chart does not allow fails the scenario that needs it."""
+    with chart_rbac(control_plane, helm):
+        yield service_account_kubeconfig(control_plane, RECONCILER)
+
+
 @pytest.fixture
 def start_reconciler(
-    control_plane: Cluster, crd: None, tmp_path: Path
+    control_plane: Cluster, crd: None, tmp_path: Path, reconciler_kubeconfig: Path
 ) -> Iterator[Callable[..., Reconciler]]:
-    """Start the real reconciler process; each is stopped with SIGTERM after the test."""
+    """Start the real reconciler process (as the chart's ServiceAccount); each is stopped
+    with SIGTERM after the test."""
     running: list[Reconciler] = []
 
     def start(*extra: str, wait_ready: bool = True, secure_metrics: bool = False) -> Reconciler:
@@ -144,7 +155,7 @@ def start_reconciler(
             sys.executable,
             "-m",
             "reconciler.main",
-            f"--kubeconfig={control_plane.kubeconfig}",
+            f"--kubeconfig={reconciler_kubeconfig}",
             f"--metrics-bind-address=127.0.0.1:{metrics_port}",
             f"--metrics-secure={'true' if secure_metrics else 'false'}",
             f"--health-probe-bind-address=127.0.0.1:{probe_port}",

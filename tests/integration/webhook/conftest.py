@@ -28,6 +28,7 @@ from certs.cli import main as headroom_certs
 from devcluster.controlplane import free_port
 from devcluster.headroom import render_webhook_configurations
 from tests.integration.conftest import REPO, Cluster, eventually
+from tests.integration.rbac import WEBHOOK, chart_rbac, service_account_kubeconfig
 
 SCOPE_LABEL = "headroom-test/webhook"
 MODE_LABEL = "kube-headroom.dev/mode"
@@ -200,7 +201,7 @@ def cpu_limit_after_dry_run_create(cluster: Cluster, namespace: str) -> str | No
     return limits.get("cpu")
 
 
-def start_webhook(cluster: Cluster, workdir: Path) -> Webhook:
+def start_webhook(cluster: Cluster, workdir: Path, *, kubeconfig: Path) -> Webhook:
     cert_dir = workdir / "certs"
     assert headroom_certs(["--out-dir", str(cert_dir), "--ip", "127.0.0.1", "--write-ca-key"]) == 0
     ports = free_port(), free_port(), free_port()
@@ -215,7 +216,7 @@ def start_webhook(cluster: Cluster, workdir: Path) -> Webhook:
                 f"--metrics-bind-address=127.0.0.1:{ports[1]}",
                 f"--health-probe-bind-address=127.0.0.1:{ports[2]}",
                 f"--cert-dir={cert_dir}",
-                f"--kubeconfig={cluster.kubeconfig}",
+                f"--kubeconfig={kubeconfig}",
             ],
             stderr=log,
             cwd=REPO,
@@ -235,15 +236,29 @@ def start_webhook(cluster: Cluster, workdir: Path) -> Webhook:
     return webhook
 
 
+@pytest.fixture(scope="module")
+def webhook_kubeconfig(control_plane: Cluster, helm: Path) -> Iterator[Path]:
+    """Credentials of the chart's webhook ServiceAccount under the chart's RBAC: the
+    scenarios run with exactly the production permissions."""
+    with chart_rbac(control_plane, helm):
+        yield service_account_kubeconfig(control_plane, WEBHOOK)
+
+
 @pytest.fixture
 def make_webhook(
-    control_plane: Cluster, headroom_crd: str, tmp_path_factory: pytest.TempPathFactory
+    control_plane: Cluster,
+    headroom_crd: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    webhook_kubeconfig: Path,
 ) -> Iterator[Callable[[], Webhook]]:
-    """Start (and register) webhook processes; all are stopped and unregistered after."""
+    """Start (and register) webhook processes, as the chart's ServiceAccount; all are
+    stopped and unregistered after."""
     started: list[Webhook] = []
 
     def make() -> Webhook:
-        webhook = start_webhook(control_plane, tmp_path_factory.mktemp("webhook"))
+        webhook = start_webhook(
+            control_plane, tmp_path_factory.mktemp("webhook"), kubeconfig=webhook_kubeconfig
+        )
         started.append(webhook)
         webhook.register()
         return webhook
