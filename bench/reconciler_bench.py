@@ -46,15 +46,15 @@ import orjson
 
 from app.config import Settings
 from app.kube.config import async_api_client
-from app.pods import booked_cpu_m, pod_info_from_dict
+from app.kube.http import KubeHttp
+from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
 from app.policy import NodeInput, compute_node
 from app.selection import ineligibility
 from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
-from reconciler.cache import CacheFeed, ClusterCache
-from reconciler.kubeapi import KubeApi
+from reconciler.cache import ClusterCache, object_feed, pod_feed
 from reconciler.watches import Reflector
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +89,12 @@ class Oracle:
 
     def settings_changed(self, settings: Settings) -> None:
         self._dirty.update(self.cache.node_names())
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        """Enrolment changes also mark the namespace's nodes dirty."""
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        """Annotations do not change what still needs a patch."""
 
     def pending(self) -> int:
         for name in self._dirty:
@@ -133,9 +139,9 @@ class Oracle:
         }
 
 
-def reflectors(api: KubeApi, cache: ClusterCache) -> list[Reflector]:
-    def feed(apply: Any, kind: str) -> CacheFeed:
-        return CacheFeed(apply=apply, keys=lambda: cache.keys(kind))
+def reflectors(api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
+    def feed(apply: Any, kind: str) -> Any:
+        return object_feed(apply, lambda: cache.keys(kind))
 
     return [
         Reflector(
@@ -150,7 +156,7 @@ def reflectors(api: KubeApi, cache: ClusterCache) -> list[Reflector]:
         Reflector(
             api=api,
             path="/api/v1/pods",
-            handler=feed(cache.apply_pod, "pods"),
+            handler=pod_feed(cache),
             field_selector="spec.nodeName!=",
         ),
     ]
@@ -191,7 +197,7 @@ def pod_manifest(name: str, *, namespace: str, node: str, cpu_m: int, index: int
     }
 
 
-async def create_all(api: KubeApi, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+async def create_all(api: KubeHttp, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
     queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
@@ -329,7 +335,7 @@ def decode_cost(page: bytes, *, paused: bool) -> float:
 
 async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> None:
     client = await async_api_client(kubeconfig=str(plane.kubeconfig))
-    api = KubeApi(client, timeout_seconds=60)
+    api = KubeHttp(client, timeout_seconds=60)
     rand = random.Random(7)  # noqa: S311 - reproducible workload
     report: list[tuple[str, str]] = []
 
@@ -398,7 +404,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> None
         report.append((f"decode+strip a page of 500 pods, GC {label}", f"{cost:.0f} us/pod"))
 
     oracle = Oracle()
-    tasks = [asyncio.create_task(r.run()) for r in reflectors(KubeApi(client), oracle.cache)]
+    tasks = [asyncio.create_task(r.run()) for r in reflectors(KubeHttp(client), oracle.cache)]
     await until(lambda: len(oracle.cache.pods) >= args.pods, limit=600)
 
     print("starting the reconciler ...", flush=True)

@@ -8,6 +8,8 @@ against design §5's enqueue rules and reported to a `Listener`:
 - a pod binds to / leaves a node, turns terminal, or changes anything the policy reads
   (requests, limits, eligibility labels, the max-cpu cap, the kubelet's resize condition)
   → its node, debounced;
+- a pod's status annotation changes → reported, so an edit by someone else (not
+  Headroom's own write coming back) wakes its node;
 - node allocatable or labels change → that node, debounced;
 - the config changes → every node, promptly;
 - a namespace's enrolment changes → the nodes with pods in it, promptly;
@@ -17,13 +19,15 @@ against design §5's enqueue rules and reported to a `Listener`:
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
+
+import orjson
 
 from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
 from app.eligibility import namespace_enrolled
 from app.labels import CONFIG_NAME
 from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
-from app.pods import PodInfo, pod_info_from_dict
+from app.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
 from app.quantity import QuantityError, parse_cpu_millis
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,10 @@ class Listener(Protocol):
     def node_removed(self, node: str) -> None: ...
 
     def settings_changed(self, settings: Settings) -> None: ...
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None: ...
+
+    def annotation_changed(self, pod: PodInfo) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +83,11 @@ def node_record_from_dict(obj: Mapping[str, Any]) -> NodeRecord:
     )
 
 
-def _policy_view(pod: PodInfo) -> tuple[Any, ...]:
+def policy_view(pod: PodInfo) -> tuple[Any, ...]:
     """What decisions read from a pod; a change in anything else wakes no node.
 
-    Left out on purpose: the status annotation (Headroom's own write), generations and
-    the resize message, and phases other than terminal ones.
+    Left out on purpose: the status annotation (Headroom's own write, reported apart),
+    generations and the resize message, and phases other than terminal ones.
     """
     return (
         pod.uid,
@@ -105,7 +113,7 @@ def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]
         present = new if new is not None else old
         assert present is not None
         return frozenset({present.node_name} - {""})
-    if _policy_view(old) == _policy_view(new):
+    if policy_view(old) == policy_view(new):
         return frozenset()
     return frozenset({old.node_name, new.node_name} - {""})
 
@@ -146,7 +154,7 @@ class ClusterCache:
 
     # Writes, one per watched resource; `obj` None means the object is gone.
 
-    def apply_pod(self, key: str, obj: Mapping[str, Any] | None) -> None:
+    def apply_pod(self, key: str, obj: PodWire | None) -> None:
         old = self.pods.get(key)
         new = self._strip_pod(key, obj)
         if old is not None:
@@ -155,8 +163,17 @@ class ClusterCache:
             self.pods[key] = new
             self._pods_by_node.setdefault(new.node_name, {})[key] = new
             self._pods_by_namespace.setdefault(new.namespace, set()).add(key)
-        for node in pod_change_nodes(old, new):
+        nodes = pod_change_nodes(old, new)
+        for node in nodes:
             self._listener.node_dirty(node, prompt=False)
+        if (
+            not nodes
+            and old is not None
+            and new is not None
+            and old.status_annotation != new.status_annotation
+        ):
+            # Headroom's own write, or somebody else's edit: the listener knows which.
+            self._listener.annotation_changed(new)
 
     def apply_node(self, name: str, obj: Mapping[str, Any] | None) -> None:
         old = self.nodes.get(name)
@@ -178,7 +195,9 @@ class ClusterCache:
         else:
             labels = (obj.get("metadata") or {}).get("labels") or {}
             self.namespaces[name] = labels
-        if self._enrolled(name, old) != self._enrolled(name, labels):
+        enrolled = self._enrolled(name, labels)
+        if self._enrolled(name, old) != enrolled:
+            self._listener.namespace_changed(name, enrolled=enrolled)
             for node in self.nodes_in_namespace(name):
                 self._listener.node_dirty(node, prompt=True)
 
@@ -272,11 +291,11 @@ class ClusterCache:
         for node in self.nodes_in_namespace(namespace):
             self._listener.node_dirty(node, prompt=False)
 
-    def _strip_pod(self, key: str, obj: Mapping[str, Any] | None) -> PodInfo | None:
+    def _strip_pod(self, key: str, obj: PodWire | None) -> PodInfo | None:
         if obj is None:
             return None
         try:
-            pod = pod_info_from_dict(obj)
+            pod = pod_info(obj)
         except QuantityError as err:
             log.error("ignoring pod %s with an invalid quantity: %s", key, err)
             return None
@@ -305,19 +324,31 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-class CacheFeed:
+def pod_key(pod: PodWire) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+T = TypeVar("T")
+
+
+class CacheFeed(Generic[T]):
     """Adapts one resource's list/watch stream to a `ClusterCache` apply function.
 
-    A relist reports every object; whatever the cache held that the relist did not
-    report was deleted while the watch was down.
+    Decodes each object's raw JSON with `decode` (pods into their wire schema, the few
+    other objects into dicts). A relist reports every object; whatever the cache held
+    that the relist did not report was deleted while the watch was down.
     """
 
     def __init__(
         self,
         *,
-        apply: Callable[[str, Mapping[str, Any] | None], None],
+        decode: Callable[[memoryview], T],
+        key: Callable[[T], str],
+        apply: Callable[[str, T | None], None],
         keys: Callable[[], Iterable[str]],
     ) -> None:
+        self._decode = decode
+        self._key = key
         self._apply = apply
         self._keys = keys
         self._seen: set[str] | None = None
@@ -325,8 +356,9 @@ class CacheFeed:
     def relist_started(self) -> None:
         self._seen = set()
 
-    def listed(self, obj: dict[str, Any]) -> None:
-        key = object_key(obj)
+    def listed(self, raw: memoryview) -> None:
+        obj = self._decode(raw)
+        key = self._key(obj)
         if self._seen is not None:
             self._seen.add(key)
         self._apply(key, obj)
@@ -337,5 +369,25 @@ class CacheFeed:
             self._apply(key, None)
         self._seen = None
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
-        self._apply(object_key(obj), None if kind == "DELETED" else obj)
+    def event(self, kind: str, raw: memoryview) -> None:
+        obj = self._decode(raw)
+        self._apply(self._key(obj), None if kind == "DELETED" else obj)
+
+
+def decode_object(raw: memoryview) -> dict[str, Any]:
+    decoded = orjson.loads(raw)
+    if not isinstance(decoded, dict):
+        raise PodShapeError("watched object is not a JSON object")
+    return decoded
+
+
+def pod_feed(cache: ClusterCache) -> CacheFeed[PodWire]:
+    return CacheFeed(
+        decode=decode_pod, key=pod_key, apply=cache.apply_pod, keys=lambda: cache.keys("pods")
+    )
+
+
+def object_feed(
+    apply: Callable[[str, Mapping[str, Any] | None], None], keys: Callable[[], Iterable[str]]
+) -> CacheFeed[dict[str, Any]]:
+    return CacheFeed(decode=decode_object, key=object_key, apply=apply, keys=keys)

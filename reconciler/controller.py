@@ -1,12 +1,15 @@
-"""The reconciler's moving parts wired together: cache wake-ups, queue, workers, status.
+"""The reconciler's moving parts wired together: cache wake-ups, queue, worker, status.
 
 One event loop runs everything: list/watch tasks feed the cache, the cache wakes nodes
-in the queue, a few workers reconcile nodes (never the same node twice at once), and a
+in the queue, a worker reconciles nodes one at a time (a reconcile is pure computation
+and planning), the actuator sends the planned writes as the rate limiters allow, and a
 status task keeps the HeadroomConfig status current. Writes happen only while
-`may_write` holds (this replica leads).
+`may_write` holds (this replica leads); whatever a closed write gate cut short is
+resumed by the full resync that every start of leading does.
 """
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -14,22 +17,27 @@ from datetime import UTC, datetime
 from typing import Final
 
 from app.config import DEFAULT_SETTINGS, Settings
+from app.kube.budget import WriteBudget
+from app.kube.http import ApiUnavailable, Skipped
+from app.pods import PodInfo
+from reconciler.actuator import Actuator
 from reconciler.cache import ClusterCache
 from reconciler.config_status import Summary, desired_status, status_differs
-from reconciler.kubeapi import ApiUnavailable
+from reconciler.gate import WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.podmemory import PodMemory
-from reconciler.ratelimit import NodeBuckets, TokenBucket
+from reconciler.ratelimit import NodeBuckets
 from reconciler.reconcile import NodeReconciler
 from reconciler.workqueue import NodeQueue
-from reconciler.writer import Writer, WritesStopped
+from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
 
-# Reconciles wait on the API, not the CPU; a few in flight keep a burst of bindings moving
-# while the rate limiters bound the load.
-WORKERS: Final = 8
+# The status is rewritten promptly after the managed counts change, and at least this
+# often otherwise (which also prunes memory of pods that left).
 STATUS_INTERVAL_SECONDS: Final = 5.0
+# Changes landing together are reported in one write.
+STATUS_COALESCE_SECONDS: Final = 0.25
 # A reconcile that raised is retried after this long.
 CRASH_RETRY_SECONDS: Final = 5.0
 
@@ -41,27 +49,36 @@ class Controller:
         queue: NodeQueue,
         writer: Writer,
         metrics: ReconcilerMetrics,
-        client_limiter: TokenBucket,
+        budget: WriteBudget,
         may_write: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.queue = queue
         self._writer = writer
-        self._client_limiter = client_limiter
+        self._budget = budget
         self._may_write = may_write
         self._memory = PodMemory(clock=clock)
         self._buckets = NodeBuckets(
             rate=float(DEFAULT_SETTINGS.per_node_patches_per_second), clock=clock
         )
         self._last_status: dict[str, object] | None = None
+        self._status_due = asyncio.Event()
         self.cache = ClusterCache(listener=self)
-        self.reconciler = NodeReconciler(
-            cache=self.cache,
+        self.actuator = Actuator(
             writer=writer,
-            metrics=metrics,
+            gate=WriteGate(cache=self.cache, may_write=may_write),
             memory=self._memory,
             buckets=self._buckets,
-            may_write=may_write,
+            metrics=metrics,
+            requeue=self._requeue,
+            clock=clock,
+        )
+        self.reconciler = NodeReconciler(
+            cache=self.cache,
+            actuator=self.actuator,
+            metrics=metrics,
+            memory=self._memory,
+            clock=clock,
         )
 
     # The cache's Listener.
@@ -74,38 +91,55 @@ class Controller:
 
     def node_removed(self, node: str) -> None:
         self.reconciler.forget_node(node)
+        self._status_due.set()
 
     def settings_changed(self, settings: Settings) -> None:
         self._buckets.reconfigure(rate=float(settings.per_node_patches_per_second))
-        self._client_limiter.reconfigure(
-            rate=float(settings.client_qps), burst=settings.client_burst
-        )
+        self._budget.reconfigure(rate=float(settings.client_qps), burst=settings.client_burst)
+        self._status_due.set()
         log.info(
             "configuration applied",
-            extra={"dryRun": settings.dry_run, "generation": settings.generation},
+            extra={
+                "dryRun": settings.dry_run,
+                "generation": settings.generation,
+                "invalid": self.cache.config.invalid is not None,
+                "present": self.cache.config.present,
+            },
         )
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        log.info("namespace enrolment changed", extra={"ns": namespace, "enrolled": enrolled})
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        """Someone edited a pod's status annotation: recompute it (an edit of a managed pod
+        is then corrected); Headroom's own write coming back is not an edit."""
+        if not self._memory.own_annotation(pod.uid, pod.status_annotation):
+            self.queue.add_debounced(pod.node_name, period=self.cache.settings.debounce_seconds)
 
     # Leadership.
 
     def start_leading(self) -> None:
-        """Look at every node soon, spread over the debounce period (a jittered initial sync)."""
+        """Look at every node soon, spread over the debounce period (a jittered resync)."""
         window = max(1.0, self.cache.settings.debounce_seconds)
         for node in self.cache.node_names():
             self.queue.add_spread(node, window=window)
+        self._status_due.set()
 
     def stop_leading(self) -> None:
-        """Drop the per-node series: only the leader's numbers describe the cluster."""
+        """Call off unsent writes and drop the per-node series: only the leader's numbers
+        describe the cluster."""
+        self.actuator.clear()
         self.reconciler.forget_all()
 
     # Tasks.
 
     async def work(self) -> None:
         while (node := await self.queue.get()) is not None:
+            delay: float | None = None
+            managed = self.reconciler.managed_pods, self.reconciler.managed_nodes
             try:
-                delay = await self.reconciler.reconcile(node)
-            except ApiUnavailable as exc:
-                log.warning("reconcile interrupted: %s", exc, extra={"node": node})
-                delay = CRASH_RETRY_SECONDS
+                if self._may_write():
+                    delay = self.reconciler.reconcile(node)
             except Exception:  # one node's bug must not stop the others
                 log.exception("reconcile failed", extra={"node": node})
                 delay = CRASH_RETRY_SECONDS
@@ -113,16 +147,23 @@ class Controller:
                 self.queue.done(node)
             if delay is not None:
                 self.queue.add(node, delay=delay)
+            if managed != (self.reconciler.managed_pods, self.reconciler.managed_nodes):
+                self._status_due.set()
+            # A reconcile is pure computation: let the watches and writers in between.
+            await asyncio.sleep(0)
 
     async def report_status(self) -> None:
         while True:
-            await asyncio.sleep(STATUS_INTERVAL_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._status_due.wait(), STATUS_INTERVAL_SECONDS)
+            await asyncio.sleep(STATUS_COALESCE_SECONDS)
+            self._status_due.clear()
             self._memory.retain(pod.uid for pod in self.cache.pods.values())
             await self.write_status()
 
     async def write_status(self) -> None:
         config = self.cache.config
-        if not config.present:
+        if not config.present or not self._may_write():
             return
         summary = Summary(
             generation=config.generation,
@@ -137,8 +178,8 @@ class Controller:
         if not status_differs(desired, current) or desired == self._last_status:
             return
         try:
-            response = await self._writer.config_status(desired)
-        except WritesStopped:
+            response = await self._writer.config_status(desired, precondition=self._may_write)
+        except Skipped:
             return
         except ApiUnavailable as exc:
             log.warning("config status not written: %s", exc)
@@ -147,3 +188,6 @@ class Controller:
             self._last_status = desired
         else:
             log.warning("config status not written: %s", response.message)
+
+    def _requeue(self, node: str, delay: float) -> None:
+        self.queue.add(node, delay=delay)

@@ -11,7 +11,9 @@ optimistic concurrency on the Lease's resourceVersion, and release on shutdown.
 `is_leader` is what gates every write: it is false as soon as the renew deadline passes
 without a successful renewal, even if the renewal loop itself is stuck, so a replica that
 loses the lease stops writing at once, before another replica can acquire it
-(renew deadline < lease duration).
+(renew deadline < lease duration). A renewal that succeeds only after the deadline (the
+API server paused, then answered) still counts as losing the lease: writes were refused
+in between, so leading starts over and `on_started` resyncs every node.
 """
 
 import asyncio
@@ -21,12 +23,12 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from reconciler.kubeapi import ApiUnavailable, Requester
+from app.kube.http import ApiResponse, ApiUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,14 @@ LEASE_NAME = "kube-headroom-reconciler"
 _NOT_FOUND = 404
 # client-go's jitter factor for a follower's retries.
 _RETRY_JITTER = 1.2
+
+
+class Requester(Protocol):
+    """The one call the elector needs; `KubeHttp` implements it."""
+
+    async def request(
+        self, method: str, path: str, *, body: Mapping[str, Any] | None = None
+    ) -> ApiResponse: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = float("-inf")
         self._lease: dict[str, Any] | None = None
+        self._waiting_for: str | None = None
 
     @property
     def identity(self) -> str:
@@ -125,7 +136,8 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while True:
-            if await self._try_acquire_or_renew():
+            if await self._try_acquire_or_renew(limit=self._config.renew_deadline):
+                self._waiting_for = None
                 return
             await asyncio.sleep(
                 self._config.retry_period * (1 + self._rand.random() * _RETRY_JITTER)
@@ -135,20 +147,28 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self._config.retry_period)
             deadline = self._renewed_at + self._config.renew_deadline
-            while not await self._try_acquire_or_renew():
+            while True:
                 remaining = deadline - self._clock()
-                if remaining <= 0:
+                renewed = remaining > 0 and await self._try_acquire_or_renew(limit=remaining)
+                if self._clock() >= deadline:
+                    # Writes stopped at the deadline; a renewal that arrives later still
+                    # means a pause, so leading starts over (and resyncs).
                     return
-                await asyncio.sleep(min(self._config.retry_period, remaining))
+                if renewed:
+                    break
+                await asyncio.sleep(min(self._config.retry_period, deadline - self._clock()))
 
-    async def _try_acquire_or_renew(self) -> bool:
+    async def _try_acquire_or_renew(self, *, limit: float) -> bool:
         started = self._clock()
         now = micro_time(self._wall_clock())
         try:
-            return await self._attempt(started=started, now=now)
+            async with asyncio.timeout(limit):
+                return await self._attempt(started=started, now=now)
         except ApiUnavailable as exc:
             log.warning("lease request failed: %s", exc)
-            return False
+        except TimeoutError:
+            log.warning("lease request timed out after %.1fs", limit)
+        return False
 
     async def _attempt(self, *, started: float, now: str) -> bool:
         path = f"{self._path}/{self._config.name}"
@@ -180,6 +200,7 @@ class LeaderElector:
             self._observed_at = started
         duration = spec.get("leaseDurationSeconds") or self._config.lease_duration
         if holder and holder != self.identity and self._observed_at + duration > started:
+            self._note_waiting(holder, expires_in=self._observed_at + duration - started)
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
@@ -190,6 +211,17 @@ class LeaderElector:
             new_spec = self._spec(now=now, acquire_time=now, transitions=transitions + 1)
         updated = await self._api.request("PUT", path, body={**lease, "spec": new_spec})
         return self._accept(updated.json() if updated.ok else None, started=started)
+
+    def _note_waiting(self, holder: str, *, expires_in: float) -> None:
+        if holder == self._waiting_for:
+            return
+        self._waiting_for = holder
+        log.info(
+            "waiting for the lease held by %s; it expires in %.0fs unless renewed",
+            holder,
+            expires_in,
+            extra={"lease": self._config.name, "holder": holder},
+        )
 
     def _spec(self, *, now: str, acquire_time: str, transitions: int) -> dict[str, Any]:
         return {

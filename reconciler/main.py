@@ -16,18 +16,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
+from app.kube.budget import WriteBudget
 from app.kube.config import KubeConfigError, async_api_client
 from app.kube.http import KubeHttp
 from app.labels import CONFIG_PLURAL, GROUP, VERSION
 from app.logs import configure_logging
 from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
-from reconciler.cache import CacheFeed, ClusterCache
-from reconciler.controller import WORKERS, Controller
-from reconciler.kubeapi import KubeApi
+from reconciler.cache import ClusterCache, object_feed, pod_feed
+from reconciler.controller import Controller
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.probes import ProbeApp
-from reconciler.ratelimit import TokenBucket
 from reconciler.watches import Reflector
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
@@ -150,9 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _reflectors(*, api: KubeApi, cache: ClusterCache) -> list[Reflector]:
-    def feed(apply: Callable[[str, Any], None], kind: str) -> CacheFeed:
-        return CacheFeed(apply=apply, keys=lambda: cache.keys(kind))
+def _reflectors(*, api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
+    def feed(apply: Callable[[str, Any], None], kind: str) -> Any:
+        return object_feed(apply, lambda: cache.keys(kind))
 
     return [
         Reflector(
@@ -178,7 +177,7 @@ def _reflectors(*, api: KubeApi, cache: ClusterCache) -> list[Reflector]:
         Reflector(
             api=api,
             path="/api/v1/pods",
-            handler=feed(cache.apply_pod, "pods"),
+            handler=pod_feed(cache),
             field_selector=POD_FIELD_SELECTOR,
         ),
     ]
@@ -195,20 +194,18 @@ async def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    api_client = await async_api_client(kubeconfig=args.kubeconfig)
-    http = KubeHttp(api_client)
-    identity = default_identity()
-    # Writes share one client-side budget (the config's clientQPS/clientBurst). Watches and
+    # Writes share one client-side budget (the config's clientQPS/clientBurst). Reads and
     # the Lease do not: a queue of writes must never delay a lease renewal or a relist.
-    limiter = TokenBucket(
+    budget = WriteBudget(
         rate=float(DEFAULT_SETTINGS.client_qps), burst=DEFAULT_SETTINGS.client_burst
     )
-    reads = KubeApi(api_client)
+    http = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig), budget=budget)
+    identity = default_identity()
     metrics = ReconcilerMetrics()
     elector: LeaderElector | None = None
     if args.leader_elect:
         elector = LeaderElector(
-            api=reads,
+            api=http,
             config=ElectionConfig(
                 namespace=args.leader_election_namespace or default_lease_namespace(),
                 identity=identity,
@@ -222,14 +219,12 @@ async def run(args: argparse.Namespace) -> int:
     )
     controller = Controller(
         queue=NodeQueue(),
-        writer=Writer(
-            api=KubeApi(api_client, limiter=limiter), instance=identity, may_write=may_write
-        ),
+        writer=Writer(http=http, instance=identity),
         metrics=metrics,
-        client_limiter=limiter,
+        budget=budget,
         may_write=may_write,
     )
-    reflectors = _reflectors(api=reads, cache=controller.cache)
+    reflectors = _reflectors(api=http, cache=controller.cache)
 
     servers: list[Listener] = []
     if args.metrics_bind_address != DISABLED:
@@ -285,8 +280,7 @@ async def run(args: argparse.Namespace) -> int:
                         on_started=controller.start_leading, on_stopped=controller.stop_leading
                     )
                 )
-            for _ in range(WORKERS):
-                spawn(controller.work())
+            spawn(controller.work())
             spawn(controller.report_status())
             ended = await _first_done([stopped, *tasks])
         if ended is not stopped:
@@ -301,6 +295,7 @@ async def run(args: argparse.Namespace) -> int:
         for server in servers:
             server.stop()
         await asyncio.gather(stopped, synced, *tasks, return_exceptions=True)
+        await controller.actuator.close()
         if elector is not None:
             await elector.release()
         await http.close()

@@ -64,7 +64,17 @@ class PodMemory:
         return noted[1] == target_m
 
     def note_annotation(self, uid: str, text: str) -> None:
+        """Remember an annotation about to be written, until the pod's watch event shows it."""
         self._annotated[uid] = text
+
+    def forget_annotation(self, uid: str, text: str) -> None:
+        """The write did not happen."""
+        if self._annotated.get(uid) == text:
+            del self._annotated[uid]
+
+    def own_annotation(self, uid: str, text: str | None) -> bool:
+        """Whether `text` is the annotation Headroom last wrote on the pod."""
+        return text is not None and self._annotated.get(uid) == text
 
     def current_annotation(self, uid: str, *, cached: str | None) -> str | None:
         """The pod's status annotation: the cached one, or our write the cache has not seen."""

@@ -1,12 +1,13 @@
-"""Reconciling one node: re-read the cache, compute with the pure policy, act, explain.
+"""Reconciling one node: re-read the cache, compute with the pure policy, plan the writes.
 
 Level-based: a reconcile receives only a node name and rebuilds everything from the
 cache, so running it twice is harmless and a missed event is repaired by the next one.
-It returns how long to wait before the node needs another look (a back-off ending, a
-conflict or error to retry), or None.
+It does no I/O: resizes, annotations and events are handed to the actuator, which sends
+them as the rate limiters allow and checks each against the current state right before
+sending. A reconcile returns how long to wait before the node needs another look (a
+back-off ending), or None.
 """
 
-import asyncio
 import json
 import logging
 import time
@@ -16,34 +17,21 @@ from datetime import UTC, datetime
 from typing import Final
 
 from app.config import Settings
-from app.explain import Explanation, event_message, explain, status_annotation
+from app.explain import explain, status_annotation
 from app.pods import PodInfo, booked_cpu_m
 from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
-from app.quantity import format_cpu_millis
 from app.selection import ineligibility
+from reconciler.actuator import Actuator, ResizePlan, Round, seconds_text
 from reconciler.cache import ClusterCache, NodeRecord
-from reconciler.kubeapi import ApiUnavailable
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.outcomes import Result, resize_result
+from reconciler.outcomes import Result
 from reconciler.podmemory import PodMemory
-from reconciler.ratelimit import NodeBuckets
-from reconciler.retry import ExponentialBackoff
-from reconciler.writer import (
-    CPU_LIMIT_ADJUSTED,
-    INVALID_MAX_CPU,
-    RESIZE_FORBIDDEN,
-    RESIZE_INFEASIBLE,
-    Writer,
-    WritesStopped,
-)
+from reconciler.writer import INVALID_MAX_CPU, RESIZE_INFEASIBLE, pod_context
 
 log = logging.getLogger(__name__)
 
 DEFERRED: Final = "Deferred"
 INFEASIBLE: Final = "Infeasible"
-_UNPROCESSABLE = 422
-# A conflicting writer usually settles within a second; look again soon.
-CONFLICT_RETRY_SECONDS: Final = 1.0
 
 
 @dataclass(slots=True)
@@ -60,24 +48,21 @@ class NodeReconciler:
         self,
         *,
         cache: ClusterCache,
-        writer: Writer,
+        actuator: Actuator,
         metrics: ReconcilerMetrics,
         memory: PodMemory,
-        buckets: NodeBuckets,
-        may_write: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._cache = cache
-        self._writer = writer
+        self._actuator = actuator
         self._metrics = metrics
         self._memory = memory
-        self._buckets = buckets
-        self._may_write = may_write
+        self._clock = clock
         self._wall_clock = wall_clock
         self._tallies: dict[str, _NodeTally] = {}
         self._managed_total = 0
         self._deferred_total = 0
-        self._failures: dict[str, ExponentialBackoff] = {}
 
     @property
     def managed_pods(self) -> int:
@@ -87,30 +72,24 @@ class NodeReconciler:
     def managed_nodes(self) -> int:
         return sum(1 for tally in self._tallies.values() if tally.managed)
 
-    async def reconcile(self, node_name: str) -> float | None:
-        if not self._may_write():
-            # A follower keeps its cache warm but neither acts nor reports.
-            return None
-        started = time.perf_counter()
+    def reconcile(self, node_name: str) -> float | None:
+        """Compute the node's targets and plan its writes; the delay until its next look."""
+        round_ = Round(metrics=self._metrics, started=self._clock())
         try:
-            return await self._reconcile(node_name)
-        except WritesStopped:
-            # Leadership ended mid-reconcile; the next leader starts over from the cache.
-            return None
+            return self._reconcile(node_name, round_)
         finally:
-            self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+            round_.done(self._clock())
 
     def forget_node(self, node_name: str) -> None:
         self._set_tally(node_name, None)
         self._metrics.forget_node(node_name)
-        self._buckets.forget(node_name)
-        self._failures.pop(node_name, None)
+        self._actuator.forget_node(node_name)
 
     def forget_all(self) -> None:
         for node_name in list(self._tallies):
             self.forget_node(node_name)
 
-    async def _reconcile(self, node_name: str) -> float | None:
+    def _reconcile(self, node_name: str, round_: Round) -> float | None:
         config = self._cache.config
         node = self._cache.nodes.get(node_name)
         if node is None:
@@ -120,7 +99,7 @@ class NodeReconciler:
             return None
         settings = config.settings
         pods = self._cache.pods_on(node_name)
-        managed, deferred, retry = await self._select(pods, node=node, settings=settings)
+        managed, deferred, retry = self._select(pods, node=node, settings=settings)
         result = compute_node(
             NodeInput(
                 name=node_name,
@@ -134,31 +113,12 @@ class NodeReconciler:
             settings,
         )
         self._record(node_name, result, deferred=deferred)
-        # Pods are independent: their writes go out together, paced by the rate limiters,
-        # so a node's reconcile lasts about one round trip rather than one per pod.
-        acted = await asyncio.gather(
-            *(self._act(node_name, result, r, settings=settings) for r in result.pods),
-            return_exceptions=True,
-        )
-        delays = [] if retry is None else [retry]
-        failed = False
-        for item in acted:
-            if isinstance(item, BaseException):
-                raise item
-            outcome, delay = item
-            failed = failed or outcome is Result.ERROR
-            if delay is not None:
-                delays.append(delay)
-        if failed:
-            backoff = self._failures.setdefault(
-                node_name, ExponentialBackoff(initial=1.0, cap=settings.backoff_seconds)
-            )
-            delays.append(backoff.next_delay())
-        else:
-            self._failures.pop(node_name, None)
-        return min(delays, default=None)
+        now = self._wall_clock()
+        for pod_result in result.pods:
+            self._plan(result, pod_result, settings=settings, now=now, round_=round_)
+        return retry
 
-    async def _select(
+    def _select(
         self, pods: list[PodInfo], *, node: NodeRecord, settings: Settings
     ) -> tuple[list[PodInfo], int, float | None]:
         """The managed pods, how many have a deferred resize, and the next back-off end."""
@@ -167,14 +127,16 @@ class NodeReconciler:
         retry: float | None = None
         for pod in pods:
             if self._ineligible(pod, node=node, settings=settings):
+                self._actuator.drop_resize(pod.key)
                 continue
-            await self._note_kubelet_report(pod, settings=settings)
-            await self._note_bad_cap(pod)
+            self._note_kubelet_report(pod, settings=settings)
+            self._note_bad_cap(pod)
             if pod.resize_pending == DEFERRED:
                 deferred += 1
             remaining = self._memory.backoff_remaining(pod.uid)
             if remaining > 0:
                 retry = remaining if retry is None else min(retry, remaining)
+                self._actuator.drop_resize(pod.key)
                 continue
             managed.append(pod)
         return managed, deferred, retry
@@ -190,7 +152,7 @@ class NodeReconciler:
         )
         return reason is not None
 
-    async def _note_kubelet_report(self, pod: PodInfo, *, settings: Settings) -> None:
+    def _note_kubelet_report(self, pod: PodInfo, *, settings: Settings) -> None:
         """Count a Deferred or Infeasible resize once; Infeasible also backs the pod off.
 
         Infeasible is re-derived from the pod's status, so after a restart a pod still
@@ -212,26 +174,25 @@ class NodeReconciler:
             "kubelet reports the resize infeasible; backing off for %ss: %s",
             settings.backoff_seconds,
             pod.resize_pending_message,
-            extra=_context(pod),
+            extra=pod_context(pod),
         )
-        await self._writer.event(
+        self._actuator.explain(
             pod,
-            reason=RESIZE_INFEASIBLE,
-            message=(
+            warning=(
+                RESIZE_INFEASIBLE,
                 "kubelet cannot apply the CPU limit "
                 f"({pod.resize_pending_message or 'no reason given'}); "
-                f"not resizing for {_seconds(settings.backoff_seconds)}"
+                f"not resizing for {seconds_text(settings.backoff_seconds)}",
             ),
-            warning=True,
         )
 
-    async def _note_bad_cap(self, pod: PodInfo) -> None:
+    def _note_bad_cap(self, pod: PodInfo) -> None:
         warning = pod.max_cpu_warning
         if warning is None or not self._memory.first_report(
             pod.uid, INVALID_MAX_CPU, marker=warning
         ):
             return
-        await self._writer.event(pod, reason=INVALID_MAX_CPU, message=warning, warning=True)
+        self._actuator.explain(pod, warning=(INVALID_MAX_CPU, warning))
 
     def _record(self, node_name: str, result: NodeResult, *, deferred: int) -> None:
         self._metrics.node_factor.labels(node=node_name).set(float(result.factor))
@@ -269,133 +230,52 @@ class NodeReconciler:
         self._metrics.pods_managed.set(self._managed_total)
         self._metrics.resizes_deferred.set(self._deferred_total)
 
-    async def _act(
-        self, node_name: str, node: NodeResult, pod_result: PodResult, *, settings: Settings
-    ) -> tuple[Result | None, float | None]:
-        """Resize (in dry-run: count and announce), then annotate one pod.
-
-        Returns the outcome and how soon the node wants another look. A failed annotation
-        write reports `Result.ERROR` (not counted as a resize) so the node is retried.
-        """
+    def _plan(
+        self,
+        node: NodeResult,
+        pod_result: PodResult,
+        *,
+        settings: Settings,
+        now: datetime,
+        round_: Round,
+    ) -> None:
+        """Plan one pod's resize (in dry-run: count and announce it) and annotation."""
         pod = pod_result.pod
         if pod_result.reason is Reason.QOS_GUARD and not pod_result.current_m:
             # No limit can be set without making the pod Guaranteed, and it has none yet:
             # there is no ceiling to explain.
-            return None, None
+            self._actuator.drop_resize(pod.key)
+            return
         explanation = explain(node, pod_result, dry_run=settings.dry_run)
-        previous = self._memory.current_annotation(pod.uid, cached=pod.status_annotation)
-        annotation = status_annotation(explanation, previous=previous, now=self._wall_clock())
-        outcome: Result | None = None
-        delay: float | None = None
+        previous = self._actuator.pending_annotation(pod.key) or self._memory.current_annotation(
+            pod.uid, cached=pod.status_annotation
+        )
+        annotation = status_annotation(explanation, previous=previous, now=now)
         patch = pod_result.patch and not self._memory.resize_unseen(
             pod.uid, generation=pod.generation, target_m=pod_result.target_m
         )
-        if patch and pod_result.containers:
-            if settings.dry_run:
-                # Counted and announced once per distinct target, not at every reconcile.
-                if _target_of(annotation) != _target_of(previous):
-                    outcome = Result.DRY_RUN
-                    self._metrics.count(outcome)
-                    await self._writer.event(
-                        pod,
-                        reason=CPU_LIMIT_ADJUSTED,
-                        message=event_message(explanation),
-                        warning=False,
-                    )
-            else:
-                outcome, delay = await self._resize(
-                    node_name, pod_result, explanation, settings=settings
+        resize = patch and bool(pod_result.containers)
+        if resize and not settings.dry_run:
+            self._actuator.resize(
+                ResizePlan(
+                    pod=pod,
+                    settings=settings,
+                    containers=pod_result.containers,
+                    target_m=pod_result.target_m,
+                    explanation=explanation,
+                    annotation=annotation,
+                    round=round_,
                 )
-                if outcome in (None, Result.CONFLICT, Result.ERROR):
-                    # Gone, or not applied: the annotation would claim what did not happen.
-                    return outcome, delay
+            )
+            # The annotation follows once the resize is applied.
+            return
+        self._actuator.drop_resize(pod.key)
+        if resize and _target_of(annotation) != _target_of(previous):
+            # Dry-run: counted and announced once per distinct target, not at every reconcile.
+            self._metrics.count(Result.DRY_RUN)
+            self._actuator.explain(pod, adjusted=(pod.limit_m, explanation))
         if annotation != previous:
-            await self._buckets.for_node(node_name).wait()
-            if not await self._annotate(pod, annotation):
-                return Result.ERROR, delay
-            self._memory.note_annotation(pod.uid, annotation)
-        return outcome, delay
-
-    async def _resize(
-        self,
-        node_name: str,
-        pod_result: PodResult,
-        explanation: Explanation,
-        *,
-        settings: Settings,
-    ) -> tuple[Result | None, float | None]:
-        pod = pod_result.pod
-        await self._buckets.for_node(node_name).wait()
-        try:
-            response = await self._writer.resize(pod, pod_result.containers)
-        except ApiUnavailable as exc:
-            log.warning("resize not sent: %s", exc, extra=_context(pod))
-            self._metrics.count(Result.ERROR)
-            return Result.ERROR, None
-        outcome = resize_result(code=response.code, body=response.json())
-        if outcome is None:
-            return None, None
-        self._metrics.count(outcome)
-        target = format_cpu_millis(pod_result.target_m)
-        if outcome is Result.OK:
-            self._memory.note_resize(
-                pod.uid, generation=pod.generation, target_m=pod_result.target_m
-            )
-            log.info(
-                "resized: %s", event_message(explanation), extra={**_context(pod), "target": target}
-            )
-            await self._writer.event(
-                pod, reason=CPU_LIMIT_ADJUSTED, message=event_message(explanation), warning=False
-            )
-            return outcome, None
-        if outcome is Result.QUOTA_DENIED:
-            self._memory.back_off(pod.uid, seconds=settings.backoff_seconds)
-            log.warning(
-                "resize refused by ResourceQuota; backing off: %s",
-                response.message,
-                extra=_context(pod),
-            )
-            await self._writer.event(
-                pod,
-                reason=RESIZE_FORBIDDEN,
-                message=(
-                    f"resize to {target} refused ({response.message}); the namespace has a "
-                    f"limits.cpu ResourceQuota: quota requests.cpu instead. "
-                    f"Not resizing for {_seconds(settings.backoff_seconds)}"
-                ),
-                warning=True,
-            )
-            return outcome, settings.backoff_seconds
-        if outcome is Result.CONFLICT:
-            return outcome, CONFLICT_RETRY_SECONDS
-        if response.code == _UNPROCESSABLE:
-            # The QoS guard and eligibility gates exist so this never happens: a bug.
-            log.error(
-                "resize rejected as invalid (HTTP 422); this is a bug in Headroom: %s",
-                response.message,
-                extra={**_context(pod), "target": target},
-            )
-        else:
-            log.warning(
-                "resize failed (HTTP %s): %s", response.code, response.message, extra=_context(pod)
-            )
-        return outcome, None
-
-    async def _annotate(self, pod: PodInfo, text: str) -> bool:
-        try:
-            response = await self._writer.annotate(pod, text)
-        except ApiUnavailable as exc:
-            log.warning("annotation not written: %s", exc, extra=_context(pod))
-            return False
-        if response.ok or response.code == 404:
-            return True
-        log.warning(
-            "annotation not written (HTTP %s): %s",
-            response.code,
-            response.message,
-            extra=_context(pod),
-        )
-        return False
+            self._actuator.explain(pod, annotation=annotation)
 
 
 def _target_of(annotation: str | None) -> object:
@@ -406,11 +286,3 @@ def _target_of(annotation: str | None) -> object:
     except ValueError:
         return None
     return decoded.get("targetLimit") if isinstance(decoded, dict) else None
-
-
-def _seconds(seconds: float) -> str:
-    return f"{seconds:g}s"
-
-
-def _context(pod: PodInfo) -> dict[str, str]:
-    return {"namespace": pod.namespace, "pod": pod.name, "node": pod.node_name}

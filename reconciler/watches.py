@@ -1,26 +1,28 @@
-"""List-then-watch for one resource, feeding a handler with raw decoded objects.
+"""List-then-watch for one resource, feeding a handler with each object's raw JSON.
 
 The official client's `kubernetes.informer.SharedInformer` was not used: it runs a thread
 per resource and hands out the client's typed models, whose cost (~1 ms and ~98 KB per
 pod, perf-facts.md) rules out a cluster-wide pod cache. `kubernetes.aio.watch` likewise
 deserializes into models. This reflector lists in pages of `page_size` so freed page
-buffers stay small, decodes each page with orjson while cyclic garbage collection is paused
-(collection dominates bulk decoding on Python 3.11), and hands every object to the handler,
-which keeps only what it needs. It watches from the list's resourceVersion with bookmarks,
-relists on `410 Gone`, and backs off on errors.
+buffers stay small, splits pages and watch events into per-object JSON without decoding
+the objects, and hands each object to the handler, which decodes only what it keeps.
+Cyclic garbage collection is paused while a page is handled (collection dominates bulk
+decoding on Python 3.11). It watches from the list's resourceVersion with bookmarks,
+relists on `410 Gone`, re-watches when a stream goes silent (a dead connection), and
+backs off on errors.
 """
 
 import asyncio
 import gc
 import logging
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Final, Protocol
 
-import orjson
+import msgspec
 
-from reconciler.kubeapi import ApiError, ApiResponse, ApiUnavailable, ListWatcher
+from app.kube.http import ApiError, ApiResponse, ApiUnavailable
 from reconciler.retry import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -38,15 +40,65 @@ _ABSENT_RETRY_SECONDS = 30.0
 
 
 class Handler(Protocol):
-    """Receives a resource's objects; every method runs on the event loop and must not block."""
+    """Receives a resource's objects as raw JSON; every method runs on the event loop and
+    must not block."""
 
     def relist_started(self) -> None: ...
 
-    def listed(self, obj: dict[str, Any]) -> None: ...
+    def listed(self, raw: memoryview) -> None: ...
 
     def relist_finished(self) -> None: ...
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None: ...
+    def event(self, kind: str, raw: memoryview) -> None: ...
+
+
+class ListWatcher(Protocol):
+    """What a reflector needs of the transport: plain requests for lists, and watches."""
+
+    async def request(
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
+    ) -> ApiResponse: ...
+
+    def stream(
+        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+    ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
+
+
+# Envelopes: the list and event around each object, whose own JSON stays undecoded.
+class _ListMeta(msgspec.Struct, gc=False):
+    resourceVersion: str = ""
+    token: str = msgspec.field(default="", name="continue")
+
+
+class _Page(msgspec.Struct, gc=False):
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+    items: list[msgspec.Raw] = []
+
+
+class _Event(msgspec.Struct, gc=False):
+    type: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class _ObjectMeta(msgspec.Struct, gc=False):
+    resourceVersion: str = ""
+
+
+class _Versioned(msgspec.Struct, gc=False):
+    metadata: _ObjectMeta = msgspec.field(default_factory=_ObjectMeta)
+
+
+class _Status(msgspec.Struct, gc=False):
+    code: int = 500
+    reason: str = ""
+    message: str = ""
+
+
+_PAGE: Final = msgspec.json.Decoder(_Page)
+_EVENT: Final = msgspec.json.Decoder(_Event)
+_VERSIONED: Final = msgspec.json.Decoder(_Versioned)
+_STATUS: Final = msgspec.json.Decoder(_Status)
+_DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError)
 
 
 class _Gone(Exception):
@@ -91,7 +143,7 @@ class Reflector:
             except _Gone:
                 log.info("watch expired; relisting", extra={"resource": self._path})
                 resource_version = None
-            except (ApiUnavailable, ApiError, orjson.JSONDecodeError) as exc:
+            except (ApiUnavailable, ApiError, *_DECODE_ERRORS) as exc:
                 delay = self._backoff.next_delay()
                 log.warning(
                     "list/watch failed; retrying in %.1fs: %s",
@@ -131,24 +183,22 @@ class Reflector:
                 if response.code == _GONE:
                     raise _Gone
                 response.raise_for_status()
-                with _collection_paused():
-                    page = orjson.loads(response.body)
-                metadata = page.get("metadata") or {}
-                token = metadata.get("continue") or ""
-                if token:
-                    pending = asyncio.ensure_future(self._page(token))
-                items = page.get("items") or []
-                del page
+                page = _PAGE.decode(response.body)
+                metadata, items = page.metadata, page.items
+                del page, response
+                if metadata.token:
+                    pending = asyncio.ensure_future(self._page(metadata.token))
                 for start in range(0, len(items), _YIELD_EVERY):
                     with _collection_paused():
                         for item in items[start : start + _YIELD_EVERY]:
-                            self._handler.listed(item)
+                            self._handler.listed(memoryview(item))
                     await asyncio.sleep(0)
+                # The items are views into the page's buffer: let it go before the next one.
                 del items
-                if not token:
+                if not metadata.token:
                     self._handler.relist_finished()
                     self._backoff.reset()
-                    return str(metadata.get("resourceVersion", ""))
+                    return metadata.resourceVersion
         finally:
             pending.cancel()
 
@@ -165,31 +215,29 @@ class Reflector:
             ("allowWatchBookmarks", "true"),
         ]
         try:
-            async with self._api.watch(
+            async with self._api.stream(
                 self._path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
             ) as stream:
                 async for line in stream:
-                    resource_version = self._dispatch(orjson.loads(line), resource_version)
+                    resource_version = self._dispatch(line, resource_version)
                     self._backoff.reset()
         except ApiError as exc:
-            if exc.response.code == _GONE:
+            if exc.status == _GONE:
                 raise _Gone from exc
             raise
         return resource_version
 
-    def _dispatch(self, event: dict[str, Any], resource_version: str) -> str:
-        kind = event.get("type")
-        obj = event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == _GONE:
+    def _dispatch(self, line: bytes, resource_version: str) -> str:
+        event = _EVENT.decode(line)
+        raw = memoryview(event.object)
+        if event.type == "ERROR":
+            status = _STATUS.decode(raw)
+            if status.code == _GONE:
                 raise _Gone
-            code = obj.get("code")
-            raise ApiError(
-                ApiResponse(code=code if isinstance(code, int) else 500, body=orjson.dumps(obj))
-            )
-        new_version = str((obj.get("metadata") or {}).get("resourceVersion") or resource_version)
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            self._handler.event(kind, obj)
+            raise ApiError(status=status.code, reason=status.reason, message=status.message)
+        new_version = _VERSIONED.decode(raw).metadata.resourceVersion or resource_version
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            self._handler.event(event.type, raw)
         return new_version
 
 

@@ -2,28 +2,24 @@
 
 Each call names the exact subresource, content type and field manager; none of them can
 touch requests, memory or any field other than `limits.cpu` and Headroom's annotation.
-Every call first checks that this replica may write (it leads); when it may not, the call
-raises `WritesStopped` instead of sending anything, so losing the lease stops writes at
-once, even in the middle of a reconcile.
+Each write spends a token of the client's write budget in its lane (resizes and the
+config status in the primary lane, explanations in the secondary one) and carries a
+precondition that is checked after the token is granted, right before the request goes
+out: when it no longer holds (a stop button was pressed, leadership lapsed, the pod
+changed) nothing is sent and `Skipped` is raised.
 """
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+from app.kube.budget import Lane
+from app.kube.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, ApiUnavailable
 from app.labels import CONFIG_NAME, CONFIG_PLURAL, FIELD_MANAGER, GROUP, VERSION
 from app.pods import PodInfo
 from app.policy import ContainerLimit
 from reconciler.bodies import annotation_patch, config_status_patch, event_body, resize_apply_body
-from reconciler.kubeapi import (
-    APPLY_PATCH,
-    JSON,
-    MERGE_PATCH,
-    ApiResponse,
-    ApiUnavailable,
-    Requester,
-)
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +30,23 @@ INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
 _CONFIG_STATUS_PATH: Final = f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}/status"
 
+Precondition = Callable[[], bool]
 
-class WritesStopped(Exception):
-    """This replica no longer leads; nothing was sent."""
+
+class Transport(Protocol):
+    """The one call writes need; `KubeHttp` implements it, unit tests record it."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        lane: Lane | None = None,
+        precondition: Precondition | None = None,
+    ) -> ApiResponse: ...
 
 
 def _pod_path(pod: PodInfo) -> str:
@@ -47,32 +57,21 @@ class Writer:
     def __init__(
         self,
         *,
-        api: Requester,
+        http: Transport,
         instance: str,
-        may_write: Callable[[], bool],
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self._api = api
+        self._http = http
         self._instance = instance
-        self._may_write = may_write
         self._wall_clock = wall_clock
 
-    async def _send(
+    async def resize(
         self,
-        method: str,
-        path: str,
+        pod: PodInfo,
+        containers: tuple[ContainerLimit, ...],
         *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any],
-        content_type: str = JSON,
+        precondition: Precondition,
     ) -> ApiResponse:
-        if not self._may_write():
-            raise WritesStopped
-        return await self._api.request(
-            method, path, query=query, body=body, content_type=content_type
-        )
-
-    async def resize(self, pod: PodInfo, containers: tuple[ContainerLimit, ...]) -> ApiResponse:
         """Server-side apply of the CPU limits on `pods/resize`, forcing ownership."""
         body = resize_apply_body(
             namespace=pod.namespace,
@@ -80,24 +79,36 @@ class Writer:
             containers={c.name: c.limit_m for c in containers if not c.sidecar},
             sidecars={c.name: c.limit_m for c in containers if c.sidecar},
         )
-        return await self._send(
+        return await self._http.request(
             "PATCH",
             f"{_pod_path(pod)}/resize",
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=body,
             content_type=APPLY_PATCH,
+            lane=Lane.PRIMARY,
+            precondition=precondition,
         )
 
-    async def annotate(self, pod: PodInfo, text: str) -> ApiResponse:
-        return await self._send(
+    async def annotate(self, pod: PodInfo, text: str, *, precondition: Precondition) -> ApiResponse:
+        return await self._http.request(
             "PATCH",
             _pod_path(pod),
             query=[("fieldManager", FIELD_MANAGER)],
             body=annotation_patch(text),
             content_type=MERGE_PATCH,
+            lane=Lane.SECONDARY,
+            precondition=precondition,
         )
 
-    async def event(self, pod: PodInfo, *, reason: str, message: str, warning: bool) -> None:
+    async def event(
+        self,
+        pod: PodInfo,
+        *,
+        reason: str,
+        message: str,
+        warning: bool,
+        precondition: Precondition,
+    ) -> bool:
         """Record an event; a failure is logged, never retried (events are best effort)."""
         body = event_body(
             namespace=pod.namespace,
@@ -110,26 +121,37 @@ class Writer:
             instance=self._instance,
         )
         try:
-            response = await self._send(
-                "POST", f"/api/v1/namespaces/{pod.namespace}/events", body=body
+            response = await self._http.request(
+                "POST",
+                f"/api/v1/namespaces/{pod.namespace}/events",
+                body=body,
+                lane=Lane.SECONDARY,
+                precondition=precondition,
             )
         except ApiUnavailable as exc:
-            log.warning("cannot record event %s: %s", reason, exc, extra=_pod_context(pod))
-            return
+            log.warning("cannot record event %s: %s", reason, exc, extra=pod_context(pod))
+            return False
         if not response.ok:
             log.warning(
-                "cannot record event %s: %s", reason, response.message, extra=_pod_context(pod)
+                "cannot record event %s: %s", reason, response.message, extra=pod_context(pod)
             )
+        return response.ok
 
-    async def config_status(self, status: Mapping[str, Any]) -> ApiResponse:
-        return await self._send(
+    async def config_status(
+        self, status: Mapping[str, Any], *, precondition: Precondition
+    ) -> ApiResponse:
+        # The primary lane: one small write at most every few seconds, which operators
+        # read (`kubectl get hcfg`) and which must not wait behind a wave of explanations.
+        return await self._http.request(
             "PATCH",
             _CONFIG_STATUS_PATH,
             query=[("fieldManager", FIELD_MANAGER)],
             body=config_status_patch(status),
             content_type=MERGE_PATCH,
+            lane=Lane.PRIMARY,
+            precondition=precondition,
         )
 
 
-def _pod_context(pod: PodInfo) -> dict[str, str]:
+def pod_context(pod: PodInfo) -> dict[str, str]:
     return {"namespace": pod.namespace, "pod": pod.name, "node": pod.node_name}

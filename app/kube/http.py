@@ -1,21 +1,88 @@
-"""JSON requests and watches over the API server's REST paths, decoded with orjson into dicts.
+"""The one HTTP transport to the API server: raw JSON requests, streams and watches.
 
-The generated async client handles credentials, TLS and token refresh; this layer only
-skips its typed models, which cost ~4x the decode time of plain dicts (perf-facts.md) and
-are not needed for the few fields Headroom reads.
+Credentials, TLS and token refresh come from the official client's configuration
+(`kubernetes.aio`); the requests themselves go straight to aiohttp. The generated client's
+request path (`param_serialize`, then `call_api` with stdlib JSON encoding) costs about
+80 µs per call before any I/O, and its typed models about 1 ms and 98 KB per pod
+(perf-facts.md): both are skipped here. Bodies are encoded and decoded with orjson.
+
+Status handling lives here too: a transport failure or timeout is `ApiUnavailable`, a
+non-2xx answer is an `ApiResponse` the caller classifies (or `ApiError` from the
+convenience calls). Writes may name a `Lane` of the client-side `WriteBudget`; the token
+is taken first, then an optional precondition is checked right before the request goes
+out, so a write that is no longer wanted is never sent.
 """
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlencode
 
+import aiohttp
 import orjson
-from kubernetes.aio import client as aio_client
+from kubernetes.aio.client import ApiClient
+from kubernetes.aio.client.rest import RESTClientObject
 
-# A watch is closed by the server after this long and re-opened; the client allows a margin.
-WATCH_SECONDS = 300
-_WATCH_CLIENT_MARGIN = 30
-# Backstop for single requests; callers bound their own waits tighter with asyncio.timeout.
-_REQUEST_SECONDS = 30.0
+from app.kube.budget import Lane, WriteBudget
+
+log = logging.getLogger(__name__)
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+APPLY_PATCH: Final = "application/apply-patch+yaml"
+
+# A watch is closed by the server after this long and re-opened.
+WATCH_SECONDS: Final = 300
+# The client allows the server this margin past a watch's timeoutSeconds.
+_WATCH_GRACE_SECONDS: Final = 30.0
+# A watch that delivers nothing at all (not even a bookmark) for this long is presumed
+# dead: its connection may be open while the server behind it is gone.
+WATCH_IDLE_SECONDS: Final = 90.0
+# Backstop for single requests.
+REQUEST_SECONDS: Final = 30.0
+# Watch events can exceed aiohttp's default line buffer.
+_READ_BUFFER: Final = 2**21
+
+
+class ApiUnavailable(Exception):
+    """The API server could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    code: int
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.code < 300
+
+    def json(self) -> dict[str, Any]:
+        """The decoded body; an empty dict when it is empty or not a JSON object."""
+        if not self.body:
+            return {}
+        try:
+            decoded = orjson.loads(self.body)
+        except orjson.JSONDecodeError:
+            return {}
+        return decoded if isinstance(decoded, dict) else {}
+
+    @property
+    def message(self) -> str:
+        message = self.json().get("message")
+        return message if isinstance(message, str) else self.body[:200].decode(errors="replace")
+
+    @property
+    def reason(self) -> str:
+        reason = self.json().get("reason")
+        return reason if isinstance(reason, str) else ""
+
+    def raise_for_status(self) -> None:
+        if not self.ok:
+            raise ApiError.from_response(self)
 
 
 class ApiError(Exception):
@@ -27,113 +94,207 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
 
+    @classmethod
+    def from_response(cls, response: ApiResponse) -> "ApiError":
+        return cls(status=response.code, reason=response.reason, message=response.message)
+
+
+class Skipped(Exception):
+    """A write's precondition no longer held once its turn came; nothing was sent."""
+
 
 class KubeHttp:
-    def __init__(self, api_client: aio_client.ApiClient) -> None:
-        self._api = api_client
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        budget: WriteBudget | None = None,
+        timeout_seconds: float = REQUEST_SECONDS,
+    ) -> None:
+        self._client = client
+        self._configuration = client.configuration
+        self._budget = budget
+        self._timeout = timeout_seconds
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def budget(self) -> WriteBudget | None:
+        return self._budget
 
     async def close(self) -> None:
-        await self._api.close()  # type: ignore[no-untyped-call]
+        if self._session is not None:
+            await self._session.close()
+        await self._client.close()  # type: ignore[no-untyped-call]
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        lane: Lane | None = None,
+        precondition: Callable[[], bool] | None = None,
+    ) -> ApiResponse:
+        """Send one request and read the whole answer.
+
+        With a `lane`, a token of the write budget is taken first; `precondition` is then
+        checked right before sending, and when it fails the token is refunded and
+        `Skipped` raised.
+        """
+        if lane is not None and self._budget is not None:
+            await self._budget.acquire(lane)
+        if precondition is not None and not precondition():
+            if lane is not None and self._budget is not None:
+                self._budget.refund()
+            raise Skipped
+        try:
+            async with self._open(
+                method,
+                path,
+                query=query,
+                body=body,
+                content_type=content_type,
+                client_timeout=aiohttp.ClientTimeout(total=self._timeout),
+            ) as response:
+                data = await response.read()
+                return ApiResponse(code=response.status, body=data)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
 
     async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return await self._json("GET", path, params=params, body=None)
+        return await self._json("GET", path, query=list((params or {}).items()), body=None)
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self._json("POST", path, params=None, body=body)
+        return await self._json("POST", path, query=(), body=body)
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        timeout_seconds: int = WATCH_SECONDS,
+        idle_seconds: float = WATCH_IDLE_SECONDS,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a watch; yields its newline-delimited events as raw bytes.
+
+        Raises `ApiError` when the server refuses the watch, and `ApiUnavailable` when the
+        connection fails or stays silent for `idle_seconds`.
+        """
+        params = [
+            *query,
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        timeout = aiohttp.ClientTimeout(
+            total=timeout_seconds + _WATCH_GRACE_SECONDS,
+            sock_connect=self._timeout,
+            sock_read=idle_seconds,
+        )
+        try:
+            async with self._open(
+                "GET", path, query=params, body=None, content_type=JSON, client_timeout=timeout
+            ) as response:
+                if not 200 <= response.status < 300:
+                    data = await response.read()
+                    raise ApiError.from_response(ApiResponse(code=response.status, body=data))
+                yield _lines(response)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiUnavailable(f"watch {path}: {exc or type(exc).__name__}") from exc
 
     async def watch(
         self, path: str, *, params: Mapping[str, str], timeout_seconds: int = WATCH_SECONDS
     ) -> AsyncIterator[dict[str, Any]]:
-        """Watch events (``{"type": ..., "object": {...}}``) until the server ends the watch."""
-        query = {
-            **params,
-            "watch": "true",
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(timeout_seconds),
-        }
-        response = await self._send(
-            "GET",
-            path,
-            params=query,
-            body=None,
-            request_seconds=timeout_seconds + _WATCH_CLIENT_MARGIN,
-        )
-        try:
-            if response.status >= 300:
-                raise _api_error(response.status, await response.read())
-            while line := await response.content.readline():
-                if line.strip():
-                    event = orjson.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        raise ApiError(
-                            status=int(status.get("code") or 500),
-                            reason=str(status.get("reason") or "Error"),
-                            message=str(status.get("message") or ""),
-                        )
-                    yield event
-        finally:
-            response.release()
+        """Decoded watch events until the server ends the watch; an ERROR event raises."""
+        async with self.stream(
+            path, query=list(params.items()), timeout_seconds=timeout_seconds
+        ) as lines:
+            async for line in lines:
+                event = orjson.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise ApiError(
+                        status=int(status.get("code") or 500),
+                        reason=str(status.get("reason") or "Error"),
+                        message=str(status.get("message") or ""),
+                    )
+                yield event
 
     async def _json(
         self,
         method: str,
         path: str,
         *,
-        params: Mapping[str, str] | None,
+        query: Sequence[tuple[str, str]],
         body: Mapping[str, Any] | None,
     ) -> dict[str, Any]:
-        response = await self._send(
-            method, path, params=params, body=body, request_seconds=_REQUEST_SECONDS
-        )
+        response = await self.request(method, path, query=query, body=body)
+        response.raise_for_status()
         try:
-            data = await response.read()
-        finally:
-            response.release()
-        if response.status >= 300:
-            raise _api_error(response.status, data)
-        decoded = orjson.loads(data)
+            decoded = orjson.loads(response.body)
+        except orjson.JSONDecodeError as exc:
+            raise ApiError(status=response.code, reason="BadResponse", message=str(exc)) from exc
         if not isinstance(decoded, dict):
-            raise ApiError(status=response.status, reason="BadResponse", message="not an object")
+            raise ApiError(status=response.code, reason="BadResponse", message="not an object")
         return decoded
 
-    async def _send(
+    @asynccontextmanager
+    async def _open(
         self,
         method: str,
         path: str,
         *,
-        params: Mapping[str, str] | None,
+        query: Sequence[tuple[str, str]],
         body: Mapping[str, Any] | None,
-        request_seconds: float,
-    ) -> Any:
-        method, url, headers, payload, _ = await self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list((params or {}).items()),
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=dict(body) if body is not None else None,
-            auth_settings=["BearerToken"],
-        )
-        rest_response = await self._api.call_api(
+        content_type: str,
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        url = f"{self._configuration.host}{path}"
+        if query:
+            url = f"{url}?{urlencode(query)}"
+        headers = {"Accept": JSON, "Content-Type": content_type, **(await self._auth_headers())}
+        data = orjson.dumps(body) if body is not None else None
+        async with self._connection().request(
             method,
             url,
-            header_params=headers,
-            body=payload,
-            _request_timeout=request_seconds,
-            _preload_content=False,
-        )
-        return rest_response.response
+            data=data,
+            headers=headers,
+            timeout=client_timeout,
+            server_hostname=self._configuration.tls_server_name or None,
+        ) as response:
+            yield response
+
+    async def _auth_headers(self) -> dict[str, str]:
+        # auth_settings() runs the configuration's refresh hook, so rotated service-account
+        # tokens and expiring exec credentials are picked up.
+        headers = {}
+        settings = await self._configuration.auth_settings()
+        for setting in settings.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
+
+    def _connection(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # The official client's REST object builds the SSL context (CA, client
+            # certificate, verification) from the configuration; its session is not used.
+            ssl_context = RESTClientObject(self._configuration).ssl_context
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=ssl_context, limit=100),
+                read_bufsize=_READ_BUFFER,
+                # As the official client: honour the proxy environment variables.
+                trust_env=True,
+            )
+        return self._session
 
 
-def _api_error(status: int, data: bytes) -> ApiError:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
     try:
-        decoded = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        decoded = None
-    if isinstance(decoded, dict):
-        return ApiError(
-            status=status,
-            reason=str(decoded.get("reason") or ""),
-            message=str(decoded.get("message") or ""),
-        )
-    return ApiError(status=status, reason="", message=data[:200].decode(errors="replace"))
+        while line := await response.content.readline():
+            if line.strip():
+                yield line
+    except (aiohttp.ClientError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        raise ApiUnavailable(f"watch interrupted: {exc or type(exc).__name__}") from exc

@@ -7,6 +7,8 @@ the unit tests of every package.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from app.labels import (
     API_VERSION,
     CONFIG_KIND,
@@ -16,7 +18,7 @@ from app.labels import (
     MODE_MANAGED,
     STATUS_ANNOTATION,
 )
-from app.pods import PodInfo, pod_info_from_dict
+from app.pods import PodInfo, PodWire, pod_info_from_dict
 
 Obj = dict[str, Any]
 
@@ -136,6 +138,15 @@ def pod(
 def pod_info(name: str = "web-5d8f7c9b4-abcde", **overrides: Any) -> PodInfo:
     """``pod(...)`` stripped to the record the policy and eligibility work on."""
     return pod_info_from_dict(pod(name, **overrides))
+
+
+def pod_wire(name: str = "web-5d8f7c9b4-abcde", **overrides: Any) -> PodWire:
+    """``pod(...)`` decoded as the reconciler's watches decode it."""
+    return wire(pod(name, **overrides))
+
+
+def wire(obj: Obj) -> PodWire:
+    return msgspec.convert(obj, PodWire)
 
 
 def node(

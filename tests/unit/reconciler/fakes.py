@@ -1,14 +1,16 @@
-"""Test doubles for the reconciler: a settable clock, a scripted random source, and an
-API fake at the level of the reconciler's own `Requester` interface."""
+"""Test doubles for the reconciler: a settable clock, a scripted random source, and a
+transport fake at the level of the project's own `Transport` interface."""
 
+import asyncio
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from reconciler.kubeapi import JSON, ApiResponse
+from app.kube.budget import Lane
+from app.kube.http import JSON, ApiResponse, Skipped
 
 
 class FakeClock:
@@ -43,17 +45,33 @@ class SentRequest:
     query: dict[str, str]
     body: Mapping[str, Any] | None
     content_type: str
+    lane: Lane | None
 
 
 class FakeApi:
-    """Records every request; answers from a script keyed by (method, path), else success."""
+    """Records every request it sends; answers from a script keyed by (method, path), else
+    success. Like `KubeHttp`, a request whose precondition fails is not sent (`Skipped`).
+
+    `hold()` makes requests wait for `release()`, to act while writes are in flight.
+    """
 
     def __init__(self) -> None:
         self.sent: list[SentRequest] = []
+        self.skipped: list[tuple[str, str]] = []
         self.answers: dict[tuple[str, str], ApiResponse] = {}
+        self.after_send: Callable[[SentRequest], None] | None = None
+        self._gate: asyncio.Event | None = None
 
     def answer(self, method: str, path: str, *, code: int, body: Mapping[str, Any]) -> None:
         self.answers[(method, path)] = ApiResponse(code=code, body=orjson.dumps(body))
+
+    def hold(self) -> None:
+        self._gate = asyncio.Event()
+
+    def release(self) -> None:
+        if self._gate is not None:
+            self._gate.set()
+        self._gate = None
 
     async def request(
         self,
@@ -63,8 +81,18 @@ class FakeApi:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
+        lane: Lane | None = None,
+        precondition: Callable[[], bool] | None = None,
     ) -> ApiResponse:
-        self.sent.append(SentRequest(method, path, dict(query), body, content_type))
+        if self._gate is not None:
+            await self._gate.wait()
+        if precondition is not None and not precondition():
+            self.skipped.append((method, path))
+            raise Skipped
+        sent = SentRequest(method, path, dict(query), body, content_type, lane)
+        self.sent.append(sent)
+        if self.after_send is not None:
+            self.after_send(sent)
         scripted = self.answers.get((method, path))
         if scripted is not None:
             return scripted

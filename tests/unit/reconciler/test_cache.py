@@ -1,10 +1,17 @@
 from typing import Any
 
+import orjson
 import pytest
 
 from app.config import Settings
 from app.pods import PodInfo
-from reconciler.cache import CacheFeed, ClusterCache, node_record_from_dict, pod_change_nodes
+from reconciler.cache import (
+    ClusterCache,
+    node_record_from_dict,
+    object_feed,
+    pod_change_nodes,
+    pod_feed,
+)
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container, pod_info
 
@@ -16,6 +23,8 @@ class Wakeups:
         self.dirty: list[tuple[str, bool]] = []
         self.removed: list[str] = []
         self.settings: list[Settings] = []
+        self.enrolment: list[tuple[str, bool]] = []
+        self.annotated: list[str] = []
 
     def node_dirty(self, node: str, *, prompt: bool) -> None:
         self.dirty.append((node, prompt))
@@ -26,6 +35,12 @@ class Wakeups:
     def settings_changed(self, settings: Settings) -> None:
         self.settings.append(settings)
 
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        self.enrolment.append((namespace, enrolled))
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        self.annotated.append(pod.key)
+
     def nodes(self, *, prompt: bool) -> set[str]:
         return {node for node, was_prompt in self.dirty if was_prompt is prompt}
 
@@ -33,6 +48,8 @@ class Wakeups:
         self.dirty.clear()
         self.removed.clear()
         self.settings.clear()
+        self.enrolment.clear()
+        self.annotated.clear()
 
 
 def make_cache() -> tuple[ClusterCache, Wakeups]:
@@ -104,7 +121,7 @@ def test_pods_are_indexed_by_node_and_wake_it_debounced() -> None:
     cache, wakeups = make_cache()
     for name, node in (("a", "node-1"), ("b", "node-1"), ("c", "node-2")):
         obj = builders.pod(name, node=node)
-        cache.apply_pod(pod_key(obj), obj)
+        cache.apply_pod(pod_key(obj), builders.wire(obj))
     assert sorted(p.name for p in cache.pods_on("node-1")) == ["a", "b"]
     assert wakeups.nodes(prompt=False) == {"node-1", "node-2"}
     cache.apply_pod("team-a/c", None)
@@ -115,7 +132,7 @@ def test_pods_are_indexed_by_node_and_wake_it_debounced() -> None:
 def test_unbound_pods_are_not_kept() -> None:
     cache, wakeups = make_cache()
     obj = builders.pod("pending", node=None)
-    cache.apply_pod(pod_key(obj), obj)
+    cache.apply_pod(pod_key(obj), builders.wire(obj))
     assert cache.pods == {}
     assert wakeups.dirty == []
 
@@ -123,7 +140,7 @@ def test_unbound_pods_are_not_kept() -> None:
 def test_a_pod_with_an_invalid_quantity_is_ignored() -> None:
     cache, wakeups = make_cache()
     obj = builders.pod("bad", containers=[container(cpu_request="lots")])
-    cache.apply_pod(pod_key(obj), obj)
+    cache.apply_pod(pod_key(obj), builders.wire(obj))
     assert cache.pods == {}
     assert wakeups.dirty == []
 
@@ -154,7 +171,7 @@ def populated() -> tuple[ClusterCache, Wakeups]:
         cache.apply_node(name, builders.node(name))
     for name, node, namespace in (("a", "node-1", "team-a"), ("b", "node-2", "team-b")):
         obj = builders.pod(name, node=node, namespace=namespace)
-        cache.apply_pod(pod_key(obj), obj)
+        cache.apply_pod(pod_key(obj), builders.wire(obj))
     cache.apply_namespace("team-a", builders.namespace("team-a"))
     cache.apply_namespace("team-b", builders.namespace("team-b", labels={}))
     wakeups.clear()
@@ -184,6 +201,7 @@ def test_namespace_enrolment_changes_wake_its_nodes_promptly(
     cache.apply_namespace(namespace, builders.namespace(namespace, labels=labels))
     assert wakeups.nodes(prompt=True) == expected
     assert wakeups.nodes(prompt=False) == set()
+    assert wakeups.enrolment == ([(namespace, namespace == "team-b")] if expected else [])
 
 
 def test_a_deleted_enrolled_namespace_wakes_its_nodes() -> None:
@@ -292,11 +310,15 @@ def test_keys_per_kind() -> None:
         cache.keys("secrets")
 
 
+def raw(obj: dict[str, Any]) -> memoryview:
+    return memoryview(orjson.dumps(obj))
+
+
 def test_a_relist_deletes_what_it_no_longer_reports() -> None:
     cache, wakeups = populated()
-    feed = CacheFeed(apply=cache.apply_pod, keys=lambda: cache.keys("pods"))
+    feed = pod_feed(cache)
     feed.relist_started()
-    feed.listed(builders.pod("a", node="node-1", namespace="team-a"))
+    feed.listed(raw(builders.pod("a", node="node-1", namespace="team-a")))
     feed.relist_finished()
     assert list(cache.pods) == ["team-a/a"]
     assert wakeups.dirty == [("node-2", False)]
@@ -304,8 +326,20 @@ def test_a_relist_deletes_what_it_no_longer_reports() -> None:
 
 def test_watch_events_apply_and_delete() -> None:
     cache, _ = make_cache()
-    feed = CacheFeed(apply=cache.apply_namespace, keys=lambda: cache.keys("namespaces"))
-    feed.event("ADDED", builders.namespace("team-c"))
+    feed = object_feed(cache.apply_namespace, lambda: cache.keys("namespaces"))
+    feed.event("ADDED", raw(builders.namespace("team-c")))
     assert "team-c" in cache.namespaces
-    feed.event("DELETED", builders.namespace("team-c"))
+    feed.event("DELETED", raw(builders.namespace("team-c")))
     assert "team-c" not in cache.namespaces
+
+
+def test_a_changed_status_annotation_is_reported_without_waking_the_node() -> None:
+    cache, wakeups = make_cache()
+    obj = builders.pod("p", status_annotation='{"targetLimit":"1000m"}')
+    cache.apply_pod("team-a/p", builders.wire(obj))
+    wakeups.clear()
+    cache.apply_pod("team-a/p", builders.wire(builders.pod("p", status_annotation="edited")))
+    assert wakeups.annotated == ["team-a/p"]
+    assert wakeups.dirty == []
+    cache.apply_pod("team-a/p", builders.wire(builders.pod("p", status_annotation="edited")))
+    assert wakeups.annotated == ["team-a/p"]

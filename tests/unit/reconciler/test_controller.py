@@ -1,17 +1,17 @@
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from app.kube.budget import WriteBudget
 from reconciler.controller import CRASH_RETRY_SECONDS, Controller
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.ratelimit import TokenBucket
 from reconciler.workqueue import PROMPT_SPREAD_SECONDS, NodeQueue
 from reconciler.writer import Writer
 from tests.unit.app import builders
-from tests.unit.reconciler.fakes import FakeApi, FakeClock, FixedRandom
+from tests.unit.reconciler.fakes import FakeApi, FakeClock, FixedRandom, SentRequest
 
 
 class Setup:
@@ -19,18 +19,17 @@ class Setup:
         self.clock = FakeClock()
         self.api = FakeApi()
         self.leading = True
-        self.limiter = TokenBucket(rate=50.0, burst=100, clock=self.clock)
+        self.budget = WriteBudget(rate=50.0, burst=100, clock=self.clock)
         self.queue = NodeQueue(clock=self.clock, rand=FixedRandom(1.0))
         self.controller = Controller(
             queue=self.queue,
             writer=Writer(
-                api=self.api,
+                http=self.api,
                 instance="test",
-                may_write=lambda: self.leading,
                 wall_clock=lambda: datetime(2030, 1, 1, tzinfo=UTC),
             ),
             metrics=ReconcilerMetrics(),
-            client_limiter=self.limiter,
+            budget=self.budget,
             may_write=lambda: self.leading,
             clock=self.clock,
         )
@@ -45,8 +44,7 @@ def test_pod_changes_are_debounced_by_the_configured_period() -> None:
     setup = Setup()
     setup.cache.apply_config("cluster", builders.headroom_config(spec={"debouncePeriod": "4s"}))
     setup.queue.done(setup.queue.pop_ready() or "")
-    obj = builders.pod("p")
-    setup.cache.apply_pod("team-a/p", obj)
+    setup.cache.apply_pod("team-a/p", builders.pod_wire("p"))
     # FixedRandom(1.0) is the top of the ±50% jitter.
     assert setup.due_in() == pytest.approx(6.0)
 
@@ -61,7 +59,7 @@ def test_config_changes_are_prompt_and_retune_the_limiters() -> None:
         ),
     )
     assert setup.due_in() == pytest.approx(PROMPT_SPREAD_SECONDS)
-    assert (setup.limiter.rate, setup.limiter.burst) == (7.0, 9)
+    assert (setup.budget.rate, setup.budget.burst) == (7.0, 9)
 
 
 def test_start_leading_spreads_every_node_over_the_debounce_period() -> None:
@@ -83,13 +81,13 @@ def test_a_node_that_disappears_is_forgotten() -> None:
     assert setup.controller.reconciler.managed_nodes == 0
 
 
-def run_worker(setup: Setup, node: str, reconcile: Callable[[str], Awaitable[float]]) -> None:
-    """Let one worker take `node` through `reconcile`; the fake clock never reaches the retry."""
+def run_worker(setup: Setup, node: str, reconcile: Callable[[str], float]) -> None:
+    """Let the worker take `node` through `reconcile`; the fake clock never reaches the retry."""
     finished = asyncio.Event()
 
-    async def observed(name: str) -> float:
+    def observed(name: str) -> float:
         try:
-            return await reconcile(name)
+            return reconcile(name)
         finally:
             finished.set()
 
@@ -110,7 +108,7 @@ def run_worker(setup: Setup, node: str, reconcile: Callable[[str], Awaitable[flo
 def test_the_worker_requeues_a_node_that_raised() -> None:
     setup = Setup()
 
-    async def broken(node: str) -> float:
+    def broken(node: str) -> float:
         raise RuntimeError(f"bug on {node}")
 
     run_worker(setup, "n1", broken)
@@ -120,7 +118,7 @@ def test_the_worker_requeues_a_node_that_raised() -> None:
 def test_the_worker_requeues_after_the_delay_the_reconcile_asks_for() -> None:
     setup = Setup()
 
-    async def backing_off(node: str) -> float:
+    def backing_off(node: str) -> float:
         return 42.0
 
     run_worker(setup, "n1", backing_off)
@@ -131,8 +129,13 @@ def test_losing_the_lease_drops_the_per_node_series() -> None:
     setup = Setup()
     setup.cache.apply_node("n1", builders.node("n1"))
     setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
-    setup.cache.apply_pod("team-a/p", builders.pod("p", node="n1"))
-    asyncio.run(setup.controller.reconciler.reconcile("n1"))
+    setup.cache.apply_pod("team-a/p", builders.pod_wire("p", node="n1"))
+
+    async def reconcile() -> None:
+        setup.controller.reconciler.reconcile("n1")
+        await setup.controller.actuator.settle()
+
+    asyncio.run(reconcile())
     assert setup.controller.reconciler.managed_pods == 1
     setup.controller.stop_leading()
     assert setup.controller.reconciler.managed_pods == 0
@@ -172,3 +175,71 @@ def test_config_status_is_not_written(config: dict[str, Any] | None, leading: bo
     setup.cache.apply_config("cluster", config)
     asyncio.run(setup.controller.write_status())
     assert setup.api.sent == []
+
+
+def test_a_follower_takes_nodes_off_the_queue_without_reconciling() -> None:
+    setup = Setup()
+    setup.leading = False
+    reconciled: list[str] = []
+
+    def record(node: str) -> float:
+        reconciled.append(node)
+        return 1.0
+
+    setup.controller.reconciler.reconcile = record  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        setup.queue.add("n1")
+        worker = asyncio.ensure_future(setup.controller.work())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        setup.queue.shutdown()
+        await asyncio.wait_for(worker, 2.0)
+
+    asyncio.run(scenario())
+    assert reconciled == []
+    assert len(setup.queue) == 0
+
+
+def test_an_edit_of_the_status_annotation_wakes_the_node_and_its_echo_does_not() -> None:
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
+    setup.cache.apply_node("n1", builders.node("n1"))
+    setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
+
+    def with_annotation(text: str | None) -> dict[str, Any]:
+        limited = [builders.container(cpu_limit="1")]
+        return builders.pod("p", node="n1", containers=limited, status_annotation=text)
+
+    setup.cache.apply_pod("team-a/p", builders.wire(with_annotation(None)))
+
+    def echo(sent: SentRequest) -> None:
+        # The API server's watch delivers Headroom's own annotation write.
+        if sent.path.endswith("/pods/p") and sent.body is not None:
+            text = sent.body["metadata"]["annotations"]["kube-headroom.dev/status"]
+            echoed = builders.pod(
+                "p",
+                node="n1",
+                containers=[builders.container(cpu_limit="1")],
+                status_annotation=text,
+            )
+            setup.cache.apply_pod("team-a/p", builders.wire(echoed))
+
+    setup.api.after_send = echo
+
+    async def reconcile() -> None:
+        setup.controller.reconciler.reconcile("n1")
+        await setup.controller.actuator.settle()
+
+    setup.clock.advance(100)
+    while setup.queue.pop_ready() is not None:
+        pass
+    setup.queue.done("n1")
+    asyncio.run(reconcile())
+    assert setup.api.writes(kind="annotation")
+    assert "n1" not in setup.queue
+    edited = builders.pod(
+        "p", node="n1", containers=[builders.container(cpu_limit="1")], status_annotation="{}"
+    )
+    setup.cache.apply_pod("team-a/p", builders.wire(edited))
+    assert "n1" in setup.queue

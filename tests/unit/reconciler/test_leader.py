@@ -1,11 +1,12 @@
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+import pytest
 
-from reconciler.kubeapi import JSON, ApiResponse, ApiUnavailable
+from app.kube.http import ApiResponse, ApiUnavailable
 from reconciler.leader import ElectionConfig, LeaderElector, micro_time
 from tests.unit.reconciler.fakes import FakeClock
 
@@ -19,18 +20,17 @@ class LeaseStore:
         self.lease: dict[str, Any] | None = None
         self.version = 0
         self.unreachable = False
+        # The next request is answered only after this many seconds (a paused server).
+        self.stall = 0.0
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
+        self, method: str, path: str, *, body: Mapping[str, Any] | None = None
     ) -> ApiResponse:
         if self.unreachable:
             raise ApiUnavailable("connection refused")
+        if self.stall:
+            stall, self.stall = self.stall, 0.0
+            await asyncio.sleep(stall)
         if method == "GET":
             return self._answer(200) if self.lease else ApiResponse(code=404, body=b"{}")
         assert body is not None
@@ -77,12 +77,17 @@ class Candidate:
         self.elector = LeaderElector(api=store, config=config(identity), **kwargs)
         self.started = asyncio.Event()
         self.stopped = asyncio.Event()
+        self.starts = 0
         self.task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(
-            self.elector.run(on_started=self.started.set, on_stopped=self.stopped.set)
+            self.elector.run(on_started=self._on_started, on_stopped=self.stopped.set)
         )
+
+    def _on_started(self) -> None:
+        self.starts += 1
+        self.started.set()
 
     async def crash(self) -> None:
         """Stop without releasing, like a killed process."""
@@ -193,3 +198,45 @@ def test_release_without_leadership_sends_nothing() -> None:
     elector = LeaderElector(api=store, config=config("a"))
     asyncio.run(elector.release())
     assert store.lease is None
+
+
+def test_a_renewal_answered_after_the_deadline_restarts_leading() -> None:
+    """The API server paused past the renew deadline, then answered: writes were refused
+    in between, so leadership is given up and taken again, and `on_started` (the resync)
+    runs a second time."""
+    store = LeaseStore()
+
+    async def scenario() -> tuple[int, bool]:
+        candidate = Candidate(store, "a")
+        candidate.start()
+        await asyncio.wait_for(candidate.started.wait(), 2.0)
+        candidate.started.clear()
+        store.stall = 0.6
+        await asyncio.wait_for(candidate.stopped.wait(), 2.0)
+        await asyncio.wait_for(candidate.started.wait(), 2.0)
+        leading = candidate.elector.is_leader
+        await candidate.crash()
+        return candidate.starts, leading
+
+    assert asyncio.run(scenario()) == (2, True)
+    assert store.spec["holderIdentity"] == "a"
+
+
+def test_a_follower_says_whose_lease_it_is_waiting_for(caplog: pytest.LogCaptureFixture) -> None:
+    store = LeaseStore()
+
+    async def scenario() -> None:
+        leader = Candidate(store, "a")
+        leader.start()
+        await asyncio.wait_for(leader.started.wait(), 2.0)
+        follower = Candidate(store, "b")
+        follower.start()
+        await asyncio.sleep(0.2)
+        await follower.crash()
+        await leader.crash()
+
+    with caplog.at_level("INFO", logger="reconciler.leader"):
+        asyncio.run(scenario())
+    waiting = [r.getMessage() for r in caplog.records if "waiting for the lease" in r.getMessage()]
+    assert len(waiting) == 1
+    assert waiting[0].startswith("waiting for the lease held by a; it expires in")

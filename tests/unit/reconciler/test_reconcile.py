@@ -1,138 +1,12 @@
-import asyncio
-import json
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from app.config import Settings
-from reconciler.cache import ClusterCache
-from reconciler.metrics import ReconcilerMetrics
-from reconciler.podmemory import PodMemory
-from reconciler.ratelimit import NodeBuckets
-from reconciler.reconcile import CONFLICT_RETRY_SECONDS, NodeReconciler
-from reconciler.writer import Writer
+from reconciler.actuator import CONFLICT_RETRY_SECONDS
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container
-from tests.unit.reconciler.fakes import FakeApi, FakeClock
-
-NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
-PODS = "/api/v1/namespaces/team-a/pods"
-
-
-class Quiet:
-    def node_dirty(self, node: str, *, prompt: bool) -> None:
-        """Wake-ups are the queue's business; these tests call reconcile directly."""
-
-    def node_removed(self, node: str) -> None:
-        """Not exercised here."""
-
-    def settings_changed(self, settings: Settings) -> None:
-        """Not exercised here."""
-
-
-class World:
-    """A node's cache, the real reconciler, and a recording API."""
-
-    def __init__(self, *, spec: dict[str, Any] | None = None, cpu: str = "16") -> None:
-        self.api = FakeApi()
-        self.clock = FakeClock()
-        self.cache = ClusterCache(listener=Quiet())
-        self.metrics = ReconcilerMetrics()
-        self.leading = True
-        self.reconciler = NodeReconciler(
-            cache=self.cache,
-            writer=Writer(
-                api=self.api,
-                instance="test",
-                may_write=lambda: self.leading,
-                wall_clock=lambda: NOW,
-            ),
-            metrics=self.metrics,
-            memory=PodMemory(clock=self.clock),
-            buckets=NodeBuckets(rate=1000.0, clock=self.clock),
-            may_write=lambda: self.leading,
-            wall_clock=lambda: NOW,
-        )
-        self.cache.apply_node("node-1", builders.node("node-1", cpu=cpu))
-        self.cache.apply_namespace("team-a", builders.namespace("team-a"))
-        self.cache.apply_config(
-            "cluster",
-            builders.headroom_config(spec=spec if spec is not None else {"dryRun": False}),
-        )
-
-    def add(self, name: str, **overrides: Any) -> None:
-        obj = builders.pod(name, **overrides)
-        self.cache.apply_pod(f"{obj['metadata']['namespace']}/{name}", obj)
-
-    def reconcile(self) -> float | None:
-        return asyncio.run(self.reconciler.reconcile("node-1"))
-
-    def resizes(self) -> dict[str, str]:
-        return {
-            request.path.split("/")[-2]: request.body["spec"]["containers"][0]["resources"][
-                "limits"
-            ]["cpu"]
-            for request in self.api.writes(kind="resize")
-            if request.body is not None
-        }
-
-    def annotations(self) -> dict[str, dict[str, Any]]:
-        result = {}
-        for request in self.api.writes(kind="annotation"):
-            assert request.body is not None
-            text = request.body["metadata"]["annotations"]["kube-headroom.dev/status"]
-            result[request.path.split("/")[-1]] = json.loads(text)
-        return result
-
-    def events(self) -> list[tuple[str, str, str]]:
-        return [
-            (r.body["involvedObject"]["name"], r.body["reason"], r.body["message"])
-            for r in self.api.writes(kind="event")
-            if r.body is not None
-        ]
-
-    def count(self, result: str) -> float:
-        value = self.metrics.registry.get_sample_value("headroom_resizes_total", {"result": result})
-        assert value is not None
-        return value
-
-    def gauge(self, name: str, labels: dict[str, str] | None = None) -> float | None:
-        return self.metrics.registry.get_sample_value(name, labels or {})
-
-
-def worked_example(world: World) -> None:
-    """Design §2: 16 cores, three managed pods requesting 0.5, 1.5 and 6 cores."""
-    for name, cpu in (("a", "500m"), ("b", "1500m"), ("c", "6")):
-        world.add(name, containers=[container(cpu_request=cpu)])
-
-
-def settle(world: World) -> None:
-    """Feed the cache what the API server now holds: applied limits and annotations."""
-    limits = world.resizes()
-    annotations = {
-        request.path.split("/")[-1]: request.body["metadata"]["annotations"][
-            "kube-headroom.dev/status"
-        ]
-        for request in world.api.writes(kind="annotation")
-        if request.body is not None
-    }
-    for key, pod in list(world.cache.pods.items()):
-        obj = builders.pod(
-            pod.name,
-            containers=[
-                container(
-                    cpu_request=f"{pod.request_m}m",
-                    cpu_limit=limits.get(pod.name) or (f"{pod.limit_m}m" if pod.limit_m else None),
-                )
-            ],
-            status_annotation=annotations.get(pod.name, pod.status_annotation),
-            generation=(pod.generation or 1) + (pod.name in limits),
-        )
-        world.cache.apply_pod(key, obj)
-    world.api.sent.clear()
+from tests.unit.reconciler.world import PODS, World, settle, worked_example
 
 
 def test_worked_example_converges_to_its_targets() -> None:
@@ -262,8 +136,8 @@ def test_quota_denied_backs_off_and_the_other_pods_still_converge() -> None:
             "code": 403,
         },
     )
-    delay = world.reconcile()
-    assert delay == 300.0
+    assert world.reconcile() is None
+    assert world.requeued == [("node-1", 300.0)]
     assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
     assert world.count("quota-denied") == 1
     assert world.count("ok") == 2
@@ -289,23 +163,26 @@ def test_after_the_back_off_a_quota_blocked_pod_is_tried_once_more() -> None:
 
 
 @pytest.mark.parametrize(
-    ("code", "result", "delay"),
+    ("code", "result", "low", "high"),
     [
-        pytest.param(409, "conflict", CONFLICT_RETRY_SECONDS, id="conflict"),
-        pytest.param(500, "error", None, id="server-error"),
+        pytest.param(
+            409, "conflict", CONFLICT_RETRY_SECONDS, CONFLICT_RETRY_SECONDS, id="conflict"
+        ),
+        pytest.param(500, "error", 0.25, 0.5, id="server-error"),
+        pytest.param(429, "error", 0.25, 0.5, id="too-many-requests"),
     ],
 )
-def test_failed_resizes_are_counted_and_retried(
-    code: int, result: str, delay: float | None
+def test_failed_resizes_are_counted_and_retried_soon(
+    code: int, result: str, low: float, high: float
 ) -> None:
     world = World()
     world.add("p", containers=[container(cpu_request="1")])
     world.api.answer("PATCH", f"{PODS}/p/resize", code=code, body={"message": "nope"})
-    retry = world.reconcile()
+    assert world.reconcile() is None
     assert world.count(result) == 1
-    assert retry is not None
-    if delay is not None:
-        assert retry == delay
+    [(node, delay)] = world.requeued
+    assert node == "node-1"
+    assert low <= delay <= high
     # A resize that did not happen is not claimed by the annotation.
     assert world.api.writes(kind="annotation") == []
 
@@ -323,6 +200,11 @@ def test_an_invalid_resize_is_an_error_logged_as_a_bug(caplog: pytest.LogCapture
         world.reconcile()
     assert world.count("error") == 1
     assert any("bug" in record.getMessage() for record in caplog.records)
+    # Waiting will not fix it: the pod is left alone for the back-off period.
+    assert world.requeued == [("node-1", 300.0)]
+    world.api.sent.clear()
+    assert world.reconcile() == 300.0
+    assert world.api.writes(kind="resize") == []
 
 
 def test_infeasible_backs_off_with_one_warning_and_no_patch() -> None:
@@ -469,17 +351,14 @@ def test_a_removed_node_is_forgotten() -> None:
 def test_losing_the_lease_mid_reconcile_stops_writing_at_once() -> None:
     world = World()
     worked_example(world)
-    sent: Sequence[object] = world.api.sent
-    original = world.api.request
 
-    async def request_then_lose(method: str, path: str, **kwargs: Any) -> Any:
-        response = await original(method, path, **kwargs)
+    def lose(_: object) -> None:
         world.leading = False
-        return response
 
-    world.api.request = request_then_lose  # type: ignore[method-assign]
+    world.api.after_send = lose
     world.reconcile()
-    assert len(sent) == 1
+    assert len(world.api.sent) == 1
+    assert world.api.skipped
 
 
 def test_a_kubelet_report_counts_once_per_generation_it_refers_to() -> None:

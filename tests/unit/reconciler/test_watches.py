@@ -1,11 +1,11 @@
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
 
-from reconciler.kubeapi import JSON, ApiError, ApiResponse
+from app.kube.http import ApiError, ApiResponse
 from reconciler.watches import Reflector
 from tests.unit.reconciler.fakes import FixedRandom
 
@@ -44,20 +44,14 @@ class Script:
         self.exhausted = asyncio.Event()
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
     ) -> ApiResponse:
         assert (method, path) == ("GET", PATH)
         self.list_queries.append(dict(query))
         return self.lists.pop(0)
 
     @asynccontextmanager
-    async def watch(
+    async def stream(
         self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         assert path == PATH
@@ -68,7 +62,7 @@ class Script:
             await asyncio.Event().wait()
         script = self.watches.pop(0)
         if isinstance(script, ApiResponse):
-            raise ApiError(script)
+            raise ApiError.from_response(script)
         yield _lines(script)
 
 
@@ -84,14 +78,14 @@ class Recorder:
     def relist_started(self) -> None:
         self.calls.append(("relist", ""))
 
-    def listed(self, obj: dict[str, Any]) -> None:
-        self.calls.append(("listed", obj["metadata"]["name"]))
+    def listed(self, raw: memoryview) -> None:
+        self.calls.append(("listed", orjson.loads(raw)["metadata"]["name"]))
 
     def relist_finished(self) -> None:
         self.calls.append(("relisted", ""))
 
-    def event(self, kind: str, obj: dict[str, Any]) -> None:
-        self.calls.append((kind, obj["metadata"]["name"]))
+    def event(self, kind: str, raw: memoryview) -> None:
+        self.calls.append((kind, orjson.loads(raw)["metadata"]["name"]))
 
 
 def run(script: Script, *, field_selector: str | None = None) -> tuple[Recorder, Reflector]:
@@ -201,10 +195,10 @@ def test_a_handler_bug_relists_instead_of_stopping_the_watch() -> None:
     recorder = Recorder()
     original = recorder.event
 
-    def fragile(kind: str, obj: dict[str, Any]) -> None:
-        if obj["metadata"]["name"] == "boom":
+    def fragile(kind: str, raw: memoryview) -> None:
+        if orjson.loads(raw)["metadata"]["name"] == "boom":
             raise KeyError("spec")
-        original(kind, obj)
+        original(kind, raw)
 
     recorder.event = fragile  # type: ignore[method-assign]
     reflector = Reflector(api=script, path=PATH, handler=recorder, rand=FixedRandom(0.0))

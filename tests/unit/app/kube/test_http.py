@@ -10,7 +10,8 @@ import pytest
 from aiohttp import web
 from kubernetes.aio import client as aio_client
 
-from app.kube.http import ApiError, KubeHttp
+from app.kube.budget import Lane, WriteBudget
+from app.kube.http import APPLY_PATCH, ApiError, ApiResponse, ApiUnavailable, KubeHttp, Skipped
 
 Scenario = Callable[[KubeHttp, list[web.Request]], Awaitable[Any]]
 
@@ -32,6 +33,24 @@ async def _broken(request: web.Request) -> web.Response:
 
 async def _echo(request: web.Request) -> web.Response:
     return web.json_response({"received": await request.json()}, status=201)
+
+
+async def _patch(request: web.Request) -> web.Response:
+    return web.json_response(
+        {
+            "contentType": request.content_type,
+            "query": dict(request.query),
+            "body": await request.json(),
+        }
+    )
+
+
+async def _silent(request: web.Request) -> web.StreamResponse:
+    """A watch whose connection stays open while nothing arrives: a stalled server."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    await asyncio.sleep(2)
+    return response
 
 
 async def _watch(request: web.Request) -> web.StreamResponse:
@@ -66,6 +85,8 @@ async def _api() -> AsyncIterator[tuple[KubeHttp, list[web.Request]]]:
     app.router.add_get("/api/v1/namespaces/{name}", _namespace)
     app.router.add_get("/api/v1/namespaces", _watch)
     app.router.add_post("/apis/authentication.k8s.io/v1/tokenreviews", _echo)
+    app.router.add_patch("/api/v1/namespaces/ns/pods/p/resize", _patch)
+    app.router.add_get("/api/v1/pods", _silent)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -74,7 +95,7 @@ async def _api() -> AsyncIterator[tuple[KubeHttp, list[web.Request]]]:
     configuration = aio_client.Configuration(host=f"http://127.0.0.1:{port}")
     configuration.api_key = {"BearerToken": "secret"}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    http = KubeHttp(aio_client.ApiClient(configuration))
+    http = KubeHttp(aio_client.ApiClient(configuration), budget=WriteBudget(rate=0.001, burst=5))
     try:
         yield http, seen
     finally:
@@ -159,3 +180,121 @@ def test_watch_error_event_raises_with_its_code() -> None:
 
     error = _run(scenario)
     assert (error.status, error.reason) == (410, "Expired")
+
+
+def test_a_patch_sends_its_content_type_and_json_body() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> ApiResponse:
+        return await http.request(
+            "PATCH",
+            "/api/v1/namespaces/ns/pods/p/resize",
+            query=[("fieldManager", "headroom"), ("force", "true")],
+            body={"spec": {"containers": []}},
+            content_type=APPLY_PATCH,
+        )
+
+    assert _run(scenario).json() == {
+        "contentType": APPLY_PATCH,
+        "query": {"fieldManager": "headroom", "force": "true"},
+        "body": {"spec": {"containers": []}},
+    }
+
+
+def test_refusals_come_back_as_responses_with_their_status() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> ApiResponse:
+        return await http.request("GET", "/api/v1/namespaces/missing")
+
+    response = _run(scenario)
+    assert (response.code, response.ok, response.message) == (
+        404,
+        False,
+        'namespaces "x" not found',
+    )
+    with pytest.raises(ApiError) as raised:
+        response.raise_for_status()
+    assert (raised.value.status, raised.value.reason) == (404, "NotFound")
+
+
+def test_writes_spend_tokens_of_the_budget_and_reads_do_not() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> int:
+        for _ in range(5):
+            await http.request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY)
+        await http.request("GET", "/api/v1/namespaces/a")  # a read: no token
+        # The burst of five is spent and the refill is slow: a sixth write waits.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(
+                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 0.2
+            )
+        return len(seen)
+
+    assert _run(scenario) == 6
+
+
+def test_a_write_whose_precondition_fails_is_not_sent_and_refunds_its_token() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> int:
+        for _ in range(5):
+            with pytest.raises(Skipped):
+                await http.request(
+                    "GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY, precondition=lambda: False
+                )
+        # Every token came back: five writes still go out at once.
+        for _ in range(5):
+            await asyncio.wait_for(
+                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 1.0
+            )
+        return len(seen)
+
+    assert _run(scenario) == 5
+
+
+def test_a_silent_watch_is_given_up_as_unavailable() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> None:
+        async with http.stream("/api/v1/pods", query=[], idle_seconds=0.3) as lines:
+            async for _ in lines:
+                pass
+
+    with pytest.raises(ApiUnavailable):
+        _run(scenario)
+
+
+def test_a_refused_stream_raises_with_the_status() -> None:
+    async def scenario(http: KubeHttp, seen: list[web.Request]) -> None:
+        async with http.stream("/api/v1/namespaces/missing", query=[]):
+            pass
+
+    with pytest.raises(ApiError) as raised:
+        _run(scenario)
+    assert raised.value.status == 404
+
+
+def test_an_unreachable_server_is_unavailable() -> None:
+    async def main() -> None:
+        http = KubeHttp(
+            aio_client.ApiClient(aio_client.Configuration(host="http://127.0.0.1:1")),
+            timeout_seconds=2,
+        )
+        try:
+            await http.request("GET", "/api/v1/pods")
+        finally:
+            await http.close()
+
+    with pytest.raises(ApiUnavailable):
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("body", "decoded"),
+    [
+        pytest.param(b"", {}, id="empty"),
+        pytest.param(b"not json", {}, id="garbage"),
+        pytest.param(b"[1, 2]", {}, id="not-an-object"),
+        pytest.param(b'{"a": 1}', {"a": 1}, id="object"),
+    ],
+)
+def test_response_json_is_always_an_object(body: bytes, decoded: dict[str, Any]) -> None:
+    assert ApiResponse(code=200, body=body).json() == decoded
+
+
+def test_message_falls_back_to_the_raw_body() -> None:
+    assert ApiResponse(code=502, body=b"<html>bad gateway</html>").message == (
+        "<html>bad gateway</html>"
+    )

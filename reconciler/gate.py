@@ -1,0 +1,78 @@
+"""The last check before every write: is this write still wanted, right now?
+
+A write is planned during a node's reconcile and sent later, once the rate limiters let
+it through. The stop buttons (`dryRun: true`, a namespace's label removed, the config
+deleted, a pod's opt-out label) and leadership are therefore checked again against the
+cache, which the watches keep current, immediately before each request is sent: a write
+planned before a stop never goes out after the stop has been observed.
+"""
+
+from collections.abc import Callable
+from typing import Final
+
+from app.config import Settings
+from app.pods import PodInfo
+from app.selection import ineligibility
+from reconciler.cache import ClusterCache, policy_view
+
+NOT_LEADING: Final = "not leading"
+INVALID_CONFIG: Final = "config invalid"
+CONFIG_CHANGED: Final = "config changed"
+DRY_RUN: Final = "dry-run"
+POD_GONE: Final = "pod gone"
+POD_CHANGED: Final = "pod changed"
+
+
+class WriteGate:
+    def __init__(self, *, cache: ClusterCache, may_write: Callable[[], bool]) -> None:
+        self._cache = cache
+        self._may_write = may_write
+
+    def may_write(self) -> bool:
+        return self._may_write()
+
+    def dry_run_now(self) -> bool:
+        return self._cache.config.settings.dry_run
+
+    def resize_blocked(self, planned: PodInfo, *, settings: Settings) -> str | None:
+        """Why a resize planned for `planned` under `settings` must not be sent, or None.
+
+        Beyond the explanation's checks, the config must be the one the target was
+        computed with and enforcing, and the pod unchanged in anything the policy reads.
+        """
+        reason = self.explanation_blocked(planned)
+        if reason is not None:
+            return reason
+        current = self._cache.config.settings
+        if current.dry_run:
+            return DRY_RUN
+        if current != settings:
+            return CONFIG_CHANGED
+        cached = self._cache.pods.get(planned.key)
+        if cached is None or policy_view(cached) != policy_view(planned):
+            return POD_CHANGED
+        return None
+
+    def explanation_blocked(self, planned: PodInfo) -> str | None:
+        """Why no write about this pod may be sent, or None.
+
+        Leading, a valid config, the pod still there (same uid) and still managed: its
+        namespace enrolled under the current config, not opted out, every other gate open.
+        """
+        if not self._may_write():
+            return NOT_LEADING
+        config = self._cache.config
+        if config.invalid is not None:
+            return INVALID_CONFIG
+        cached = self._cache.pods.get(planned.key)
+        if cached is None or cached.uid != planned.uid:
+            return POD_GONE
+        node = self._cache.nodes.get(cached.node_name)
+        reason = ineligibility(
+            config.settings,
+            cached,
+            namespace_labels=self._cache.namespaces.get(cached.namespace),
+            node_labels=None if node is None else node.labels,
+            vpas=self._cache.vpas(cached.namespace),
+        )
+        return None if reason is None else str(reason)

@@ -1,0 +1,160 @@
+"""A node's cache wired to the real reconciler and actuator over a recording transport."""
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from app.config import Settings
+from app.pods import PodInfo
+from reconciler.actuator import Actuator
+from reconciler.cache import ClusterCache
+from reconciler.gate import WriteGate
+from reconciler.metrics import ReconcilerMetrics
+from reconciler.podmemory import PodMemory
+from reconciler.ratelimit import NodeBuckets
+from reconciler.reconcile import NodeReconciler
+from reconciler.writer import Writer
+from tests.unit.app import builders
+from tests.unit.app.builders import container
+from tests.unit.reconciler.fakes import FakeApi, FakeClock
+
+NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
+PODS = "/api/v1/namespaces/team-a/pods"
+
+
+class Quiet:
+    def node_dirty(self, node: str, *, prompt: bool) -> None:
+        """Wake-ups are the queue's business; these tests call reconcile directly."""
+
+    def node_removed(self, node: str) -> None:
+        """Not exercised here."""
+
+    def settings_changed(self, settings: Settings) -> None:
+        """Not exercised here."""
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        """Not exercised here."""
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        """Not exercised here."""
+
+
+class World:
+    """A node's cache, the real reconciler and actuator, and a recording transport.
+
+    `reconcile()` plans and then lets the actuator send everything it will send.
+    """
+
+    def __init__(self, *, spec: dict[str, Any] | None = None, cpu: str = "16") -> None:
+        self.api = FakeApi()
+        self.clock = FakeClock()
+        self.cache = ClusterCache(listener=Quiet())
+        self.metrics = ReconcilerMetrics()
+        self.leading = True
+        self.requeued: list[tuple[str, float]] = []
+        memory = PodMemory(clock=self.clock)
+        self.actuator = Actuator(
+            writer=Writer(http=self.api, instance="test", wall_clock=lambda: NOW),
+            gate=WriteGate(cache=self.cache, may_write=lambda: self.leading),
+            memory=memory,
+            buckets=NodeBuckets(rate=1000.0, clock=self.clock),
+            metrics=self.metrics,
+            requeue=lambda node, delay: self.requeued.append((node, delay)),
+            clock=self.clock,
+        )
+        self.reconciler = NodeReconciler(
+            cache=self.cache,
+            actuator=self.actuator,
+            metrics=self.metrics,
+            memory=memory,
+            clock=self.clock,
+            wall_clock=lambda: NOW,
+        )
+        self.cache.apply_node("node-1", builders.node("node-1", cpu=cpu))
+        self.cache.apply_namespace("team-a", builders.namespace("team-a"))
+        self.cache.apply_config(
+            "cluster",
+            builders.headroom_config(spec=spec if spec is not None else {"dryRun": False}),
+        )
+
+    def add(self, name: str, **overrides: Any) -> None:
+        obj = builders.pod(name, **overrides)
+        self.cache.apply_pod(f"{obj['metadata']['namespace']}/{name}", builders.wire(obj))
+
+    def reconcile(self, *, before_sending: Callable[[], None] | None = None) -> float | None:
+        """Plan, then let the actuator send all it will; `before_sending` acts in between."""
+
+        async def run() -> float | None:
+            delay = self.reconciler.reconcile("node-1")
+            if before_sending is not None:
+                before_sending()
+            await self.actuator.settle()
+            return delay
+
+        return asyncio.run(run())
+
+    def resizes(self) -> dict[str, str]:
+        return {
+            request.path.split("/")[-2]: request.body["spec"]["containers"][0]["resources"][
+                "limits"
+            ]["cpu"]
+            for request in self.api.writes(kind="resize")
+            if request.body is not None
+        }
+
+    def annotations(self) -> dict[str, dict[str, Any]]:
+        result = {}
+        for request in self.api.writes(kind="annotation"):
+            assert request.body is not None
+            text = request.body["metadata"]["annotations"]["kube-headroom.dev/status"]
+            result[request.path.split("/")[-1]] = json.loads(text)
+        return result
+
+    def events(self) -> list[tuple[str, str, str]]:
+        return [
+            (r.body["involvedObject"]["name"], r.body["reason"], r.body["message"])
+            for r in self.api.writes(kind="event")
+            if r.body is not None
+        ]
+
+    def count(self, result: str) -> float:
+        value = self.metrics.registry.get_sample_value("headroom_resizes_total", {"result": result})
+        assert value is not None
+        return value
+
+    def gauge(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels or {})
+
+
+def worked_example(world: World) -> None:
+    """Design §2: 16 cores, three managed pods requesting 0.5, 1.5 and 6 cores."""
+    for name, cpu in (("a", "500m"), ("b", "1500m"), ("c", "6")):
+        world.add(name, containers=[container(cpu_request=cpu)])
+
+
+def settle(world: World) -> None:
+    """Feed the cache what the API server now holds: applied limits and annotations."""
+    limits = world.resizes()
+    annotations = {
+        request.path.split("/")[-1]: request.body["metadata"]["annotations"][
+            "kube-headroom.dev/status"
+        ]
+        for request in world.api.writes(kind="annotation")
+        if request.body is not None
+    }
+    for key, pod in list(world.cache.pods.items()):
+        obj = builders.pod(
+            pod.name,
+            containers=[
+                container(
+                    cpu_request=f"{pod.request_m}m",
+                    cpu_limit=limits.get(pod.name) or (f"{pod.limit_m}m" if pod.limit_m else None),
+                )
+            ],
+            status_annotation=annotations.get(pod.name, pod.status_annotation),
+            generation=(pod.generation or 1) + (pod.name in limits),
+        )
+        world.cache.apply_pod(key, builders.wire(obj))
+    world.api.sent.clear()
