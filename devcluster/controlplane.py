@@ -58,6 +58,30 @@ class _Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    args: list[str]
+
+
+# Writes to the objects Headroom touches, at Metadata level: who changed what, and when
+# the API server received it. Tests and benchmarks read it to count and time writes.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {"group": "", "resources": ["pods", "pods/resize", "events", "namespaces"]},
+                {
+                    "group": "kube-headroom.dev",
+                    "resources": ["headroomconfigs", "headroomconfigs/status"],
+                },
+            ],
+        },
+        {"level": "None"},
+    ],
+}
 
 
 @dataclass
@@ -96,6 +120,19 @@ class ControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.pki_dir / "ca.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log of writes to pods, events and HeadroomConfigs."""
+        return self.log_dir / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        events = []
+        with contextlib.suppress(FileNotFoundError), self.audit_log.open() as handle:
+            for line in handle:
+                with contextlib.suppress(ValueError):
+                    events.append(json.loads(line))
+        return events
 
     def tool(self, name: str) -> Path:
         return self.bin_dir / name
@@ -161,9 +198,41 @@ class ControlPlane:
             cwd=self.work_dir,
         )
         handle.close()
-        proc = _Process(name=name, popen=popen, log=log)
+        proc = _Process(name=name, popen=popen, log=log, args=args)
         self._procs.append(proc)
         return proc
+
+    # -- faults, for tests of what survives them --------------------------------
+
+    def _component(self, name: str) -> _Process:
+        return next(p for p in self._procs if p.name == name)
+
+    def pause(self, name: str) -> None:
+        """Freeze a component (SIGSTOP): its connections stay open, nothing answers."""
+        self._component(name).popen.send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self._component(name).popen.send_signal(signal.SIGCONT)
+
+    def restart_etcd(self, *, down_seconds: float) -> None:
+        """Kill etcd (SIGKILL), keep it down, then start it on the same data and ports."""
+        proc = self._component("etcd")
+        proc.popen.kill()
+        proc.popen.wait()
+        self._procs.remove(proc)
+        time.sleep(down_seconds)
+        restarted = self._spawn("etcd", proc.args)
+        self._wait(restarted, lambda: _http_ok(f"{self.etcd_url}/health"), "etcd health")
+
+    def wait_ready(self, *, timeout: float = 60.0) -> None:
+        """Until the API server reports itself ready (after a fault)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
+                if self._api_get("/readyz") == "ok":
+                    return
+            time.sleep(0.1)
+        raise ControlPlaneError(f"the API server was not ready within {timeout}s")
 
     def _wait(self, proc: _Process, check: Any, what: str) -> None:
         deadline = time.monotonic() + self.startup_timeout
@@ -208,6 +277,8 @@ class ControlPlane:
         tokens = self.pki_dir / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
         tokens.chmod(0o600)
+        audit_policy = self.work_dir / "audit-policy.json"
+        audit_policy.write_text(json.dumps(AUDIT_POLICY))
         pki = self.pki_dir
         proc = self._spawn(
             "kube-apiserver",
@@ -231,6 +302,10 @@ class ControlPlane:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
                 *self.extra_apiserver_args,
             ],
         )

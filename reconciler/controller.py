@@ -108,7 +108,7 @@ class Controller:
         )
 
     def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
-        log.info("namespace enrolment changed", extra={"ns": namespace, "enrolled": enrolled})
+        log.info("namespace enrolment changed", extra={"namespace": namespace, "enrolled": enrolled})
 
     def annotation_changed(self, pod: PodInfo) -> None:
         """Someone edited a pod's status annotation: recompute it (an edit of a managed pod

@@ -1,7 +1,12 @@
 """Dry-run, enforcing, and the three ways to freeze limits (design §5, runbook rollback)."""
 
+import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
+from certs.cli import main as headroom_certs
+from devcluster.controlplane import free_port
+from devcluster.headroom import render_webhook_configurations
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import container, pod
@@ -116,3 +121,57 @@ def test_deleting_the_config_freezes_limits(
     eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
     assert pods.cpu_limit("p") == "10"
     assert pods.generation("p") == generation
+
+
+def test_the_stop_button_works_and_freezes_while_the_webhook_is_down(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+    tmp_path: Path,
+) -> None:
+    start_reconciler()
+    node, generation = _enforced(configure, make_node, pods)
+    # The chart's config webhook, registered while nothing listens where it points.
+    assert headroom_certs(["--out-dir", str(tmp_path), "--ip", "127.0.0.1"]) == 0
+    [validating] = [
+        obj
+        for obj in render_webhook_configurations(
+            control_plane.bin_dir / "helm",
+            url=f"https://127.0.0.1:{free_port()}",
+            ca_pem=(tmp_path / "ca.crt").read_bytes(),
+        )
+        if obj["kind"] == "ValidatingWebhookConfiguration"
+    ]
+    validating["metadata"] = {"name": f"down-{pods.namespace}"}
+    validating["webhooks"] = [
+        hook for hook in validating["webhooks"] if hook["name"].startswith("headroomconfigs.")
+    ]
+    control_plane.apply(validating)
+    try:
+        eventually(
+            lambda: _patch(control_plane, '{"spec":{"quantum":"20m"}}').returncode != 0,
+            what="the config webhook to be called (and fail)",
+        )
+        stopped = _patch(control_plane, '{"spec":{"dryRun":true}}')
+        assert stopped.returncode == 0, stopped.stderr
+        _neighbour(pods, "big", node=node, cpu="12")
+        eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
+        assert pods.cpu_limit("p") == "10"
+        assert pods.generation("p") == generation
+    finally:
+        control_plane.kubectl(
+            "delete", "validatingwebhookconfiguration", validating["metadata"]["name"]
+        )
+
+
+def _patch(cluster: Cluster, spec: str) -> subprocess.CompletedProcess[str]:
+    kubectl = [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={cluster.kubeconfig}"]
+    return subprocess.run(
+        [*kubectl, "patch", "hcfg", "cluster", "--type", "merge", "-p", spec],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )

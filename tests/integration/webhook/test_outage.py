@@ -1,9 +1,11 @@
 """With the webhook process stopped, what the cluster does is what its configuration says:
-failurePolicy Ignore everywhere but the HeadroomConfig webhook (see webhook/cache.py)."""
+failurePolicy Ignore everywhere but the HeadroomConfig webhook (see webhook/cache.py),
+whose one exception is the stop button: setting `dryRun: true` and nothing else."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 
 from tests.integration.conftest import Cluster
@@ -49,7 +51,38 @@ def test_a_stopped_webhook_blocks_neither_pods_nor_quotas(
     refused = kubectl_result(
         control_plane,
         "apply",
-        obj=headroom_config(webhook.scope, spec={"dryRun": True}),
+        obj=headroom_config(webhook.scope, spec={"dryRun": False, "quantum": "20m"}),
     )
     assert refused.returncode != 0
     assert "headroomconfigs.validate.kube-headroom.dev" in refused.stderr
+
+
+def _patch_config(cluster: Cluster, spec: str) -> subprocess.CompletedProcess[str]:
+    return kubectl_result(cluster, "patch", "hcfg", "cluster", "--type", "merge", "-p", spec)
+
+
+def test_the_stop_button_works_while_the_webhook_is_down(
+    control_plane: Cluster, webhook: Webhook, enforcing: Callable[[str], None]
+) -> None:
+    assert webhook.stop() == 0
+    # The runbook's command, verbatim.
+    stopped = _patch_config(control_plane, '{"spec":{"dryRun":true}}')
+    assert stopped.returncode == 0, stopped.stderr
+    stored = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))
+    assert stored["spec"]["dryRun"] is True
+    # Anything more than the stop still needs the webhook, which is down: refused.
+    for spec in ('{"spec":{"dryRun":false}}', '{"spec":{"dryRun":true,"quantum":"20m"}}'):
+        refused = _patch_config(control_plane, spec)
+        assert refused.returncode != 0, spec
+        assert "headroomconfigs.validate.kube-headroom.dev" in refused.stderr
+
+
+def test_setting_dry_run_with_an_invalid_change_is_still_validated(
+    control_plane: Cluster, webhook: Webhook, enforcing: Callable[[str], None]
+) -> None:
+    refused = _patch_config(
+        control_plane, '{"spec":{"dryRun":true,"quantum":"0","maxMultiplier":"1000"}}'
+    )
+    assert refused.returncode != 0
+    assert "spec.quantum" in refused.stderr
+    assert "spec.maxMultiplier" in refused.stderr
