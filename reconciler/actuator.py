@@ -1,23 +1,27 @@
 """Carrying out what reconciles decide: resizes first, their explanations after.
 
-A reconcile only plans. Each pod with work gets one task; a pod never has two requests
-in flight, and a newer plan for the same pod replaces one still waiting, so a pod whose
-node changes twice while its resize waits for the rate limiters is resized once, to the
-latest target. Resizes are paced per node (`perNodePatchesPerSecond`) and spend tokens
-of the primary lane of the client's write budget; the annotation and the
-CPULimitAdjusted event that explain an applied resize follow on the secondary lane,
-which never delays a pending resize. Explanations are coalesced per pod: a pod's
-annotation is written once with its latest text, and limit changes not yet announced are
-announced by one event that spans them.
+A reconcile only plans. A fixed pool of workers per lane sends what is planned; a pod
+never has two requests in flight, and a newer plan for the same pod replaces one still
+waiting, so a pod whose node changes twice while its resize waits for the rate limiters
+is resized once, to the latest target. Resizes are paced per node
+(`perNodePatchesPerSecond`) and spend tokens of the primary lane of the client's write
+budget; the annotation and the CPULimitAdjusted event that explain an applied resize
+follow on the secondary lane, which never delays a pending resize. Explanations are
+coalesced per pod: a pod's annotation is written once with its latest text, and limit
+changes not yet announced are announced by one event that spans them.
 
 Every request is checked by the write gate right before it is sent, so nothing planned
 before a stop button was pressed goes out after the stop has been observed.
 """
 
 import asyncio
+import contextlib
 import dataclasses
+import heapq
+import itertools
 import logging
-from collections.abc import Callable, Coroutine
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
@@ -28,7 +32,7 @@ from app.kube.http import ApiUnavailable, Skipped
 from app.pods import PodInfo
 from app.policy import ContainerLimit
 from app.quantity import format_cpu_millis
-from reconciler.gate import WriteGate
+from reconciler.gate import AT_TARGET, WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result, resize_result
 from reconciler.podmemory import PodMemory
@@ -44,6 +48,8 @@ CONFLICT_RETRY_SECONDS: Final = 1.0
 # this: short, so limits converge within seconds of the control plane recovering.
 TRANSIENT_RETRY_CAP_SECONDS: Final = 5.0
 _SUPERSEDED: Final = "superseded"
+# Workers per lane: enough to keep the write budget busy while some wait for answers.
+WORKERS_PER_LANE: Final = 16
 
 
 class Round:
@@ -113,6 +119,7 @@ class Actuator:
         buckets: NodeBuckets,
         metrics: ReconcilerMetrics,
         requeue: Callable[[str, float], None],
+        settling: Callable[[str], bool],
         clock: Callable[[], float],
     ) -> None:
         self._writer = writer
@@ -121,11 +128,23 @@ class Actuator:
         self._buckets = buckets
         self._metrics = metrics
         self._requeue = requeue
+        self._settling = settling
         self._clock = clock
+        # The latest resize plan of each pod not sent yet, and when each may go: a pod's
+        # first plan reserves its slot of the node's pace, a plan replacing it keeps it.
         self._resizes: dict[str, ResizePlan] = {}
+        self._resizing: Counter[str] = Counter()
+        self._due: list[tuple[float, int, str]] = []
+        self._order = itertools.count()
+        self._resizes_ready = asyncio.Event()
+        # Explanations waiting, and the pods in line for the secondary lane.
         self._explanations: dict[str, _Explanations] = {}
+        self._explain_line: deque[str] = deque()
+        self._explanations_ready = asyncio.Event()
+        self._in_flight: set[str] = set()
+        self._explaining: set[str] = set()
+        self._idle = asyncio.Event()
         self._failures: dict[str, ExponentialBackoff] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # What reconciles call.
 
@@ -137,8 +156,10 @@ class Actuator:
         plan.round.add()
         if previous is not None:
             previous.round.done(self._clock())
-        else:
-            self._spawn(self._resize_loop(key))
+            self._resizing[previous.pod.node_name] -= 1
+        elif key not in self._in_flight:
+            self._line_up(key, delay=self._buckets.for_node(plan.pod.node_name).reserve())
+        self._resizing[plan.pod.node_name] += 1
         # Its annotation follows the resize; an older one still waiting is obsolete.
         pending = self._explanations.get(key)
         if pending is not None:
@@ -149,6 +170,12 @@ class Actuator:
         plan = self._resizes.pop(key, None)
         if plan is not None:
             plan.round.done(self._clock())
+            self._resizing[plan.pod.node_name] -= 1
+            self._check_idle()
+
+    def resizing(self, node: str) -> bool:
+        """Whether resizes planned for the node's pods are still waiting or in flight."""
+        return self._resizing[node] > 0
 
     def explain(
         self,
@@ -162,11 +189,11 @@ class Actuator:
         key = pod.key
         pending = self._explanations.get(key)
         if pending is None or pending.pod.uid != pod.uid:
-            fresh = pending is None
             pending = _Explanations(pod=pod)
+            if key not in self._explanations and key not in self._explaining:
+                self._explain_line.append(key)
+                self._explanations_ready.set()
             self._explanations[key] = pending
-            if fresh:
-                self._spawn(self._explain_loop(key))
         pending.pod = pod
         if annotation is not None:
             pending.annotation = annotation
@@ -178,16 +205,12 @@ class Actuator:
         if warning is not None:
             reason, message = warning
             pending.warnings[reason] = message
+        self._idle.clear()
 
     def pending_annotation(self, key: str) -> str | None:
         """The annotation queued for this pod and not yet written, if any."""
         pending = self._explanations.get(key)
         return None if pending is None else pending.annotation
-
-    async def settle(self) -> None:
-        """Wait until every planned write has been sent or called off."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def clear(self) -> None:
         """Call off everything not yet sent (leadership ended)."""
@@ -195,31 +218,87 @@ class Actuator:
         for plan in self._resizes.values():
             plan.round.done(now)
         self._resizes.clear()
+        self._resizing.clear()
+        self._due.clear()
         self._explanations.clear()
+        self._explain_line.clear()
         self._failures.clear()
+        self._check_idle()
 
     def forget_node(self, node: str) -> None:
         self._failures.pop(node, None)
 
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+    # Running.
+
+    async def run(self) -> None:
+        """The workers of both lanes, until cancelled."""
+        await asyncio.gather(
+            *(self._resize_worker() for _ in range(WORKERS_PER_LANE)),
+            *(self._explain_worker() for _ in range(WORKERS_PER_LANE)),
+        )
+
+    async def settle(self) -> None:
+        """Wait until every planned write has been sent or called off."""
+        self._check_idle()
+        await self._idle.wait()
+
+    def _busy(self) -> bool:
+        return bool(self._resizes or self._in_flight or self._explanations or self._explaining)
+
+    def _check_idle(self) -> None:
+        if self._busy():
+            self._idle.clear()
+        else:
+            self._idle.set()
 
     # Resizes.
 
-    async def _resize_loop(self, key: str) -> None:
-        try:
-            await self._resize_until_done(key)
-        except Exception:  # one pod's bug must not leave it planned forever
-            log.exception("resize failed unexpectedly", extra={"pod": key})
-            plan = self._resizes.pop(key, None)
-            if plan is not None:
-                plan.round.done(self._clock())
-                self._retry_transient(plan.pod.node_name)
+    def _line_up(self, key: str, *, delay: float) -> None:
+        heapq.heappush(self._due, (self._clock() + delay, next(self._order), key))
+        self._resizes_ready.set()
+        self._idle.clear()
 
-    async def _resize_until_done(self, key: str) -> None:
-        paced = False
+    async def _next_resize(self) -> str:
+        """The next pod whose resize may go (its node's pace allows), waiting for one."""
+        while True:
+            while self._due and (
+                self._due[0][2] not in self._resizes or self._due[0][2] in self._in_flight
+            ):
+                # Called off, or in flight (lined up again once answered).
+                heapq.heappop(self._due)
+            if self._due:
+                due, _, key = self._due[0]
+                wait = due - self._clock()
+                if wait <= 0:
+                    heapq.heappop(self._due)
+                    return key
+            else:
+                wait = None
+            self._resizes_ready.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._resizes_ready.wait(), wait)
+
+    async def _resize_worker(self) -> None:
+        while True:
+            key = await self._next_resize()
+            self._in_flight.add(key)
+            try:
+                await self._send_resize(key)
+            except Exception:  # one pod's bug must not stop the worker or leave it planned
+                log.exception("resize failed unexpectedly", extra={"pod": key})
+                plan = self._resizes.get(key)
+                if plan is not None:
+                    self._finish(key, plan)
+                    self._retry_transient(plan.pod.node_name)
+            finally:
+                self._in_flight.discard(key)
+            if key in self._resizes:
+                # Replaced while in flight: the newer plan goes next, at the node's pace.
+                node = self._resizes[key].pod.node_name
+                self._line_up(key, delay=self._buckets.for_node(node).reserve())
+            self._check_idle()
+
+    async def _send_resize(self, key: str) -> None:
         while (plan := self._resizes.get(key)) is not None:
             pod = plan.pod
             if self._memory.resize_unseen(
@@ -227,11 +306,7 @@ class Actuator:
             ):
                 # Already applied; the watch has not delivered it yet.
                 self._finish(key, plan)
-                continue
-            if not paced:
-                await self._buckets.for_node(pod.node_name).wait()
-                paced = True
-                continue
+                return
             blocked: str | None = None
 
             def precondition(plan: ResizePlan = plan) -> bool:
@@ -239,7 +314,9 @@ class Actuator:
                 if self._resizes.get(key) is not plan:
                     blocked = _SUPERSEDED
                 else:
-                    blocked = self._gate.resize_blocked(plan.pod, settings=plan.settings)
+                    blocked = self._gate.resize_blocked(
+                        plan.pod, settings=plan.settings, limits=plan.containers
+                    )
                 return blocked is None
 
             try:
@@ -247,19 +324,21 @@ class Actuator:
                     pod, plan.containers, precondition=precondition
                 )
             except Skipped:
-                if blocked != _SUPERSEDED:
+                if blocked == _SUPERSEDED:
+                    continue
+                if blocked != AT_TARGET:
                     self._called_off(plan, blocked)
-                    self._finish(key, plan)
-                continue
+                self._finish(key, plan)
+                return
             except ApiUnavailable as exc:
                 log.warning("resize not sent: %s", exc, extra=pod_context(pod))
                 self._metrics.count(Result.ERROR)
                 self._retry_transient(pod.node_name)
                 self._finish(key, plan)
-                continue
-            paced = False
-            self._resize_answered(plan, code=response.code, body=response.json())
+                return
             self._finish(key, plan)
+            self._resize_answered(plan, code=response.code, body=response.json())
+            return
 
     def _resize_answered(self, plan: ResizePlan, *, code: int, body: dict[str, Any]) -> None:
         pod = plan.pod
@@ -316,41 +395,69 @@ class Actuator:
         if self._resizes.get(key) is plan:
             del self._resizes[key]
             plan.round.done(self._clock())
+            self._resizing[plan.pod.node_name] -= 1
 
     # Explanations.
 
-    async def _explain_loop(self, key: str) -> None:
-        try:
-            await self._explain_until_done(key)
-        except Exception:  # one pod's bug must not leave it queued forever
-            log.exception("explanation failed unexpectedly", extra={"pod": key})
-            pending = self._explanations.pop(key, None)
-            if pending is not None:
-                self._retry_transient(pending.pod.node_name)
+    async def _next_explanation(self) -> str:
+        while True:
+            while self._explain_line:
+                key = self._explain_line.popleft()
+                if key in self._explanations and key not in self._explaining:
+                    return key
+            self._explanations_ready.clear()
+            await self._explanations_ready.wait()
 
-    async def _explain_until_done(self, key: str) -> None:
-        while (pending := self._explanations.get(key)) is not None:
-            if pending.empty():
-                del self._explanations[key]
-                return
-            pod = pending.pod
-            blocked: str | None = None
-
-            def precondition(pod: PodInfo = pod) -> bool:
-                nonlocal blocked
-                blocked = self._gate.explanation_blocked(pod)
-                return blocked is None
-
+    async def _explain_worker(self) -> None:
+        while True:
+            key = await self._next_explanation()
+            self._explaining.add(key)
             try:
-                await self._write_one(pending, precondition=precondition)
-            except Skipped:
-                self._called_off_explanations(key, pod, blocked)
-            except ApiUnavailable as exc:
-                log.warning("explanation not written: %s", exc, extra=pod_context(pod))
-                self._retry_transient(pod.node_name)
+                await self._explain_one(key)
+            except Exception:  # one pod's bug must not stop the worker or leave it queued
+                log.exception("explanation failed unexpectedly", extra={"pod": key})
+                pending = self._explanations.pop(key, None)
+                if pending is not None:
+                    self._retry_transient(pending.pod.node_name)
+            finally:
+                self._explaining.discard(key)
+            if key in self._explanations:
+                # More to write about this pod: back in line, after the others.
+                self._explain_line.append(key)
+                self._explanations_ready.set()
+            self._check_idle()
+
+    async def _explain_one(self, key: str) -> None:
+        """Write one of the pod's pending explanations."""
+        pending = self._explanations[key]
+        if pending.empty():
+            del self._explanations[key]
+            return
+        pod = pending.pod
+        blocked: str | None = None
+
+        def precondition(pod: PodInfo = pod) -> bool:
+            nonlocal blocked
+            blocked = self._gate.explanation_blocked(pod)
+            return blocked is None
+
+        try:
+            await self._write_one(pending, precondition=precondition)
+        except Skipped:
+            self._called_off_explanations(key, pod, blocked)
+        except ApiUnavailable as exc:
+            log.warning("explanation not written: %s", exc, extra=pod_context(pod))
+            self._retry_transient(pod.node_name)
+        if pending.empty() and self._explanations.get(key) is pending:
+            del self._explanations[key]
 
     async def _write_one(self, pending: _Explanations, *, precondition: Callable[[], bool]) -> None:
         pod = pending.pod
+        if pending.annotation is not None and self._settling(pod.node_name):
+            # The node is about to be recomputed or resized further: this annotation would
+            # be out of date at once. The node's next reconcile plans the settled one.
+            pending.annotation = None
+            return
         if pending.annotation is not None:
             text, pending.annotation = pending.annotation, None
             # Noted before sending: the watch may deliver the change before the answer.
@@ -412,14 +519,6 @@ class Actuator:
             node, ExponentialBackoff(initial=0.5, cap=TRANSIENT_RETRY_CAP_SECONDS)
         )
         self._requeue(node, backoff.next_delay())
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
 
 
 def _transient(code: int) -> bool:

@@ -89,13 +89,22 @@ def policy_view(pod: PodInfo) -> tuple[Any, ...]:
     Left out on purpose: the status annotation (Headroom's own write, reported apart),
     generations and the resize message, and phases other than terminal ones.
     """
+    return (*target_view(pod), pod.containers)
+
+
+def target_view(pod: PodInfo) -> tuple[Any, ...]:
+    """What a pod's target depends on: everything decisions read but its current limits,
+    which only decide whether the target needs a patch."""
     return (
         pod.uid,
         pod.node_name,
         pod.terminal,
         pod.labels,
         pod.owners,
-        pod.containers,
+        tuple(
+            (c.name, c.sidecar, c.cpu_request_m, c.memory_request_bytes, c.memory_limit_bytes)
+            for c in pod.containers
+        ),
         pod.init_cpu_requests_m,
         pod.qos_class,
         pod.max_cpu_m,

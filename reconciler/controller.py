@@ -71,6 +71,7 @@ class Controller:
             buckets=self._buckets,
             metrics=metrics,
             requeue=self._requeue,
+            settling=self._settling,
             clock=clock,
         )
         self.reconciler = NodeReconciler(
@@ -108,7 +109,9 @@ class Controller:
         )
 
     def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
-        log.info("namespace enrolment changed", extra={"namespace": namespace, "enrolled": enrolled})
+        log.info(
+            "namespace enrolment changed", extra={"namespace": namespace, "enrolled": enrolled}
+        )
 
     def annotation_changed(self, pod: PodInfo) -> None:
         """Someone edited a pod's status annotation: recompute it (an edit of a managed pod
@@ -191,3 +194,7 @@ class Controller:
 
     def _requeue(self, node: str, delay: float) -> None:
         self.queue.add(node, delay=delay)
+
+    def _settling(self, node: str) -> bool:
+        """Whether the node is due for another look or still has resizes to send."""
+        return node in self.queue or self.actuator.resizing(node)

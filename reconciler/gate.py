@@ -12,8 +12,9 @@ from typing import Final
 
 from app.config import Settings
 from app.pods import PodInfo
+from app.policy import ContainerLimit
 from app.selection import ineligibility
-from reconciler.cache import ClusterCache, policy_view
+from reconciler.cache import ClusterCache, target_view
 
 NOT_LEADING: Final = "not leading"
 INVALID_CONFIG: Final = "config invalid"
@@ -21,6 +22,7 @@ CONFIG_CHANGED: Final = "config changed"
 DRY_RUN: Final = "dry-run"
 POD_GONE: Final = "pod gone"
 POD_CHANGED: Final = "pod changed"
+AT_TARGET: Final = "already at target"
 
 
 class WriteGate:
@@ -34,11 +36,16 @@ class WriteGate:
     def dry_run_now(self) -> bool:
         return self._cache.config.settings.dry_run
 
-    def resize_blocked(self, planned: PodInfo, *, settings: Settings) -> str | None:
-        """Why a resize planned for `planned` under `settings` must not be sent, or None.
+    def resize_blocked(
+        self, planned: PodInfo, *, settings: Settings, limits: tuple[ContainerLimit, ...]
+    ) -> str | None:
+        """Why a resize of `planned` to `limits`, computed under `settings`, must not be
+        sent, or None.
 
         Beyond the explanation's checks, the config must be the one the target was
-        computed with and enforcing, and the pod unchanged in anything the policy reads.
+        computed with and enforcing, and the pod unchanged in anything its target depends
+        on. Its current limits may have moved (the watch delivering an earlier resize):
+        the target still holds, and is sent unless the pod already has it.
         """
         reason = self.explanation_blocked(planned)
         if reason is not None:
@@ -49,8 +56,11 @@ class WriteGate:
         if current != settings:
             return CONFIG_CHANGED
         cached = self._cache.pods.get(planned.key)
-        if cached is None or policy_view(cached) != policy_view(planned):
+        if cached is None or target_view(cached) != target_view(planned):
             return POD_CHANGED
+        applied = {(c.name, c.sidecar): c.cpu_limit_m for c in cached.cpu_containers}
+        if all(applied.get((c.name, c.sidecar)) == c.limit_m for c in limits):
+            return AT_TARGET
         return None
 
     def explanation_blocked(self, planned: PodInfo) -> str | None:

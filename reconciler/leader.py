@@ -144,9 +144,11 @@ class LeaderElector:
             )
 
     async def _renew_until_lost(self) -> None:
+        retry = self._config.retry_period
         while True:
-            await asyncio.sleep(self._config.retry_period)
             deadline = self._renewed_at + self._config.renew_deadline
+            # Every retry period; at once when a slow answer left less than that to spare.
+            await asyncio.sleep(max(0.0, min(retry, deadline - self._clock() - retry)))
             while True:
                 remaining = deadline - self._clock()
                 renewed = remaining > 0 and await self._try_acquire_or_renew(limit=remaining)
@@ -156,7 +158,7 @@ class LeaderElector:
                     return
                 if renewed:
                     break
-                await asyncio.sleep(min(self._config.retry_period, deadline - self._clock()))
+                await asyncio.sleep(min(retry, deadline - self._clock()))
 
     async def _try_acquire_or_renew(self, *, limit: float) -> bool:
         started = self._clock()

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_NAMESPACE: Final = "kube-headroom-system"
 _SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DISABLED: Final = "0"
+USER_AGENT: Final = "headroom-reconciler"
 # The pod watch skips unbound and finished pods: they book no CPU on any node.
 POD_FIELD_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
@@ -199,7 +200,11 @@ async def run(args: argparse.Namespace) -> int:
     budget = WriteBudget(
         rate=float(DEFAULT_SETTINGS.client_qps), burst=DEFAULT_SETTINGS.client_burst
     )
-    http = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig), budget=budget)
+    http = KubeHttp(
+        await async_api_client(kubeconfig=args.kubeconfig),
+        budget=budget,
+        user_agent=USER_AGENT,
+    )
     identity = default_identity()
     metrics = ReconcilerMetrics()
     elector: LeaderElector | None = None
@@ -281,6 +286,7 @@ async def run(args: argparse.Namespace) -> int:
                     )
                 )
             spawn(controller.work())
+            spawn(controller.actuator.run())
             spawn(controller.report_status())
             ended = await _first_done([stopped, *tasks])
         if ended is not stopped:
@@ -295,7 +301,6 @@ async def run(args: argparse.Namespace) -> int:
         for server in servers:
             server.stop()
         await asyncio.gather(stopped, synced, *tasks, return_exceptions=True)
-        await controller.actuator.close()
         if elector is not None:
             await elector.release()
         await http.close()

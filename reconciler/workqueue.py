@@ -1,10 +1,13 @@
 """The node work queue: level-based, keyed by node name, with per-node debounce.
 
-A key is scheduled at most once. Adding a key that is already scheduled only ever moves
-it earlier, so a rollout landing many pods on a node within the debounce window yields
-one reconcile, and steady churn cannot postpone a node forever. A key being reconciled is
-never handed to a second worker; if it is added meanwhile it is scheduled again when the
-worker calls `done`, so the change that arrived mid-reconcile is not lost.
+A key is scheduled at most once. The debounce trails: each change to a node pushes its
+reconcile back by the (jittered) period, so a rollout landing many pods on a node yields
+one reconcile once they have all landed, and its pods are resized once, straight to
+their final targets. Steady churn cannot postpone a node forever: a node is reconciled
+at most `MAX_DEBOUNCE_PERIODS` periods after its first pending change. Any other add
+only ever moves a key earlier. A key being reconciled is never handed to a second
+worker; if it is added meanwhile it is scheduled again when the worker calls `done`, so
+the change that arrived mid-reconcile is not lost.
 
 The clock and random source are injected so tests drive the queue without sleeping.
 """
@@ -19,6 +22,8 @@ from collections.abc import Callable
 # Spread of a prompt reaction (config or namespace enrolment change): fast, but not every
 # node in the same instant.
 PROMPT_SPREAD_SECONDS = 0.5
+# The longest a node's first pending change waits, in debounce periods.
+MAX_DEBOUNCE_PERIODS = 3
 
 
 class NodeQueue:
@@ -34,6 +39,8 @@ class NodeQueue:
         self._heap: list[tuple[float, str]] = []
         self._active: set[str] = set()
         self._held: dict[str, float] = {}
+        # Keys whose schedule is a trailing debounce, with the time of their first change.
+        self._settling: dict[str, float] = {}
         self._wakeup = asyncio.Event()
         self._closed = False
 
@@ -52,13 +59,25 @@ class NodeQueue:
         current = self._due.get(key)
         if current is not None and current <= due:
             return
+        self._settling.pop(key, None)
+        self._schedule(key, due)
+
+    def add_debounced(self, key: str, *, period: float) -> None:
+        """Schedule once the node has been quiet for the debounce period (jittered ±50% so
+        nodes do not move in step), at most `MAX_DEBOUNCE_PERIODS` after its first change."""
+        now = self._clock()
+        due = now + period * self._rand.uniform(0.5, 1.5)
+        if key in self._active or (key in self._due and key not in self._settling):
+            # Reconciling, or due for another reason: that look sees this change too.
+            self.add(key, delay=due - now)
+            return
+        first = self._settling.setdefault(key, now)
+        self._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
+
+    def _schedule(self, key: str, due: float) -> None:
         self._due[key] = due
         heapq.heappush(self._heap, (due, key))
         self._wakeup.set()
-
-    def add_debounced(self, key: str, *, period: float) -> None:
-        """Schedule after the debounce period, jittered ±50% so nodes do not move in step."""
-        self.add(key, delay=period * self._rand.uniform(0.5, 1.5))
 
     def add_spread(self, key: str, *, window: float) -> None:
         """Schedule at a uniformly random point within `window` seconds."""
@@ -78,6 +97,7 @@ class NodeQueue:
             return None
         _, key = heapq.heappop(self._heap)
         del self._due[key]
+        self._settling.pop(key, None)
         self._active.add(key)
         return key
 

@@ -45,6 +45,13 @@ WATCH_IDLE_SECONDS: Final = 90.0
 REQUEST_SECONDS: Final = 30.0
 # Watch events can exceed aiohttp's default line buffer.
 _READ_BUFFER: Final = 2**21
+# Identifies the process in the API server's audit log and metrics, as client-go does.
+DEFAULT_USER_AGENT: Final = "kube-headroom"
+# Writes in flight at once. The budget paces them; bounding their concurrency as well keeps
+# a slow API server from costing a new TLS connection per queued write.
+MAX_WRITES_IN_FLIGHT: Final = 16
+# Idle connections are kept this long, so bursts of writes reuse them.
+_KEEPALIVE_SECONDS: Final = 120.0
 
 
 class ApiUnavailable(Exception):
@@ -110,12 +117,15 @@ class KubeHttp:
         *,
         budget: WriteBudget | None = None,
         timeout_seconds: float = REQUEST_SECONDS,
+        user_agent: str = DEFAULT_USER_AGENT,
     ) -> None:
         self._client = client
+        self._user_agent = user_agent
         self._configuration = client.configuration
         self._budget = budget
         self._timeout = timeout_seconds
         self._session: aiohttp.ClientSession | None = None
+        self._writes = asyncio.Semaphore(MAX_WRITES_IN_FLIGHT)
 
     @property
     def budget(self) -> WriteBudget | None:
@@ -143,12 +153,28 @@ class KubeHttp:
         checked right before sending, and when it fails the token is refunded and
         `Skipped` raised.
         """
-        if lane is not None and self._budget is not None:
+        if lane is None:
+            return await self._send(method, path, query=query, body=body, content_type=content_type)
+        # The token first: the budget serves lanes in priority order, and a write holds a
+        # connection slot only once it may go.
+        if self._budget is not None:
             await self._budget.acquire(lane)
-        if precondition is not None and not precondition():
-            if lane is not None and self._budget is not None:
-                self._budget.refund()
-            raise Skipped
+        async with self._writes:
+            if precondition is not None and not precondition():
+                if self._budget is not None:
+                    self._budget.refund()
+                raise Skipped
+            return await self._send(method, path, query=query, body=body, content_type=content_type)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        body: Mapping[str, Any] | None,
+        content_type: str,
+    ) -> ApiResponse:
         try:
             async with self._open(
                 method,
@@ -255,7 +281,12 @@ class KubeHttp:
         url = f"{self._configuration.host}{path}"
         if query:
             url = f"{url}?{urlencode(query)}"
-        headers = {"Accept": JSON, "Content-Type": content_type, **(await self._auth_headers())}
+        headers = {
+            "Accept": JSON,
+            "Content-Type": content_type,
+            "User-Agent": self._user_agent,
+            **(await self._auth_headers()),
+        }
         data = orjson.dumps(body) if body is not None else None
         async with self._connection().request(
             method,
@@ -264,6 +295,7 @@ class KubeHttp:
             headers=headers,
             timeout=client_timeout,
             server_hostname=self._configuration.tls_server_name or None,
+            proxy=self._configuration.proxy or None,
         ) as response:
             yield response
 
@@ -282,11 +314,16 @@ class KubeHttp:
             # The official client's REST object builds the SSL context (CA, client
             # certificate, verification) from the configuration; its session is not used.
             ssl_context = RESTClientObject(self._configuration).ssl_context
+            # The proxy, if any, is the kubeconfig's (`proxy-url`): reading the proxy
+            # environment on every request would cost a thread hop each.
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=ssl_context, limit=100),
+                connector=aiohttp.TCPConnector(
+                    ssl=ssl_context,
+                    limit=100,
+                    keepalive_timeout=_KEEPALIVE_SECONDS,
+                    ttl_dns_cache=None,
+                ),
                 read_bufsize=_READ_BUFFER,
-                # As the official client: honour the proxy environment variables.
-                trust_env=True,
             )
         return self._session
 

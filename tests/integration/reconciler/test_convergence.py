@@ -47,8 +47,8 @@ def test_the_worked_example_converges_to_its_targets(
     reconciler = start_reconciler()
     for name, limit in (("a", "1500m"), ("b", "3"), ("c", "12")):
         pods.wait_limit(name, limit)
-    annotation = pods.status_annotation("a")
-    assert annotation is not None
+    # The explanations follow the limits once the node has settled.
+    annotation = eventually(lambda: pods.status_annotation("a"), what="a's annotation")
     assert {k: v for k, v in annotation.items() if k != "computedAt"} == {
         "factor": "2.00",
         "slack": "8000m",
@@ -57,7 +57,9 @@ def test_the_worked_example_converges_to_its_targets(
         "targetLimit": "1500m",
         "policy": "proportional-v1",
     }
-    [event] = pods.events("b", reason="CPULimitAdjusted")
+    [event] = eventually(
+        lambda: pods.events("b", reason="CPULimitAdjusted"), what="b's CPULimitAdjusted event"
+    )
     assert event["message"] == "unset -> 3000m (node factor 2.00, slack 8/16 cores)"
     assert reconciler.sample("headroom_node_factor", node=node) == 2.0
     assert reconciler.sample("headroom_pod_limit_cores", namespace=pods.namespace, pod="c") == 12.0

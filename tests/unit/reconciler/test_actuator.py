@@ -1,6 +1,5 @@
 """Writes planned by a reconcile, sent later: stop buttons, replaced plans, lanes, coalescing."""
 
-import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -142,13 +141,12 @@ def test_changes_not_yet_announced_are_announced_by_one_event_spanning_them() ->
     world.add("p", containers=[container(cpu_request="500m")])
     pod = world.cache.pods["team-a/p"]
 
-    async def run() -> None:
+    async def plan() -> None:
         # Both land before the explanation lane gets its turn.
         world.actuator.explain(pod, adjusted=(500, _explanation(500, 1000)), annotation="first")
         world.actuator.explain(pod, adjusted=(1000, _explanation(1000, 2000)), annotation="second")
-        await world.actuator.settle()
 
-    asyncio.run(run())
+    world.run(plan())
     assert world.events() == [
         ("p", "CPULimitAdjusted", "500m -> 2000m (node factor 2.00, slack 8/16 cores)")
     ]

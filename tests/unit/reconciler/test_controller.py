@@ -132,8 +132,11 @@ def test_losing_the_lease_drops_the_per_node_series() -> None:
     setup.cache.apply_pod("team-a/p", builders.pod_wire("p", node="n1"))
 
     async def reconcile() -> None:
+        workers = asyncio.create_task(setup.controller.actuator.run())
         setup.controller.reconciler.reconcile("n1")
         await setup.controller.actuator.settle()
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
 
     asyncio.run(reconcile())
     assert setup.controller.reconciler.managed_pods == 1
@@ -228,8 +231,11 @@ def test_an_edit_of_the_status_annotation_wakes_the_node_and_its_echo_does_not()
     setup.api.after_send = echo
 
     async def reconcile() -> None:
+        workers = asyncio.create_task(setup.controller.actuator.run())
         setup.controller.reconciler.reconcile("n1")
         await setup.controller.actuator.settle()
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
 
     setup.clock.advance(100)
     while setup.queue.pop_ready() is not None:

@@ -133,3 +133,39 @@ def test_get_wakes_when_a_key_is_added() -> None:
         return await asyncio.wait_for(waiter, 1.0)
 
     assert asyncio.run(scenario()) == "n2"
+
+
+def test_the_debounce_trails_the_last_change() -> None:
+    queue, clock = make_queue()
+    queue.add_debounced("n1", period=2.0)
+    clock.advance(1.5)
+    queue.add_debounced("n1", period=2.0)
+    clock.advance(1.0)
+    # Quiet for 1 s only: the second change pushed the reconcile to 2 s after it.
+    assert queue.pop_ready() is None
+    clock.advance(1.0)
+    assert drain(queue) == ["n1"]
+
+
+def test_steady_churn_waits_at_most_three_periods_after_the_first_change() -> None:
+    queue, clock = make_queue()
+    for _ in range(10):
+        queue.add_debounced("n1", period=2.0)
+        clock.advance(1.0)
+        if queue.pop_ready() is not None:
+            break
+    assert clock.now == pytest.approx(1000.0 + 6.0)
+
+
+def test_a_change_never_postpones_a_look_due_for_another_reason() -> None:
+    queue, clock = make_queue()
+    queue.add_prompt("n1")
+    queue.add_debounced("n1", period=2.0)
+    assert queue.next_due() == pytest.approx(clock.now + PROMPT_SPREAD_SECONDS * 0.5)
+
+
+def test_a_change_brings_a_distant_retry_forward_to_the_debounce() -> None:
+    queue, clock = make_queue()
+    queue.add("n1", delay=300.0)
+    queue.add_debounced("n1", period=2.0)
+    assert queue.next_due() == pytest.approx(clock.now + 2.0)

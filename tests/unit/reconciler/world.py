@@ -2,9 +2,9 @@
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from app.config import Settings
 from app.pods import PodInfo
@@ -22,6 +22,7 @@ from tests.unit.reconciler.fakes import FakeApi, FakeClock
 
 NOW = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
 PODS = "/api/v1/namespaces/team-a/pods"
+T = TypeVar("T")
 
 
 class Quiet:
@@ -47,7 +48,13 @@ class World:
     `reconcile()` plans and then lets the actuator send everything it will send.
     """
 
+    # Worlds of the running test; closed after it (tests/unit/reconciler/conftest.py).
+    open_worlds: ClassVar[list["World"]] = []
+
     def __init__(self, *, spec: dict[str, Any] | None = None, cpu: str = "16") -> None:
+        # One event loop for the world's life: the actuator's queues belong to it.
+        self.runner = asyncio.Runner()
+        World.open_worlds.append(self)
         self.api = FakeApi()
         self.clock = FakeClock()
         self.cache = ClusterCache(listener=Quiet())
@@ -62,6 +69,7 @@ class World:
             buckets=NodeBuckets(rate=1000.0, clock=self.clock),
             metrics=self.metrics,
             requeue=lambda node, delay: self.requeued.append((node, delay)),
+            settling=lambda node: self.actuator.resizing(node),
             clock=self.clock,
         )
         self.reconciler = NodeReconciler(
@@ -86,14 +94,31 @@ class World:
     def reconcile(self, *, before_sending: Callable[[], None] | None = None) -> float | None:
         """Plan, then let the actuator send all it will; `before_sending` acts in between."""
 
-        async def run() -> float | None:
+        async def plan() -> float | None:
             delay = self.reconciler.reconcile("node-1")
             if before_sending is not None:
                 before_sending()
-            await self.actuator.settle()
             return delay
 
-        return asyncio.run(run())
+        return self.run(plan())
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run `coroutine` with the actuator's workers going, then let them finish."""
+
+        async def with_workers() -> T:
+            workers = asyncio.create_task(self.actuator.run())
+            try:
+                result = await coroutine
+                await self.actuator.settle()
+                return result
+            finally:
+                workers.cancel()
+                await asyncio.gather(workers, return_exceptions=True)
+
+        return self.runner.run(with_workers())
+
+    def close(self) -> None:
+        self.runner.close()
 
     def resizes(self) -> dict[str, str]:
         return {
