@@ -172,15 +172,9 @@ class ClusterCache:
             self.pods[key] = new
             self._pods_by_node.setdefault(new.node_name, {})[key] = new
             self._pods_by_namespace.setdefault(new.namespace, set()).add(key)
-        nodes = pod_change_nodes(old, new)
-        for node in nodes:
+        for node in pod_change_nodes(old, new):
             self._listener.node_dirty(node, prompt=False)
-        if (
-            not nodes
-            and old is not None
-            and new is not None
-            and old.status_annotation != new.status_annotation
-        ):
+        if old is not None and new is not None and old.status_annotation != new.status_annotation:
             # Headroom's own write, or somebody else's edit: the listener knows which.
             self._listener.annotation_changed(new)
 

@@ -116,7 +116,7 @@ class Controller:
     def annotation_changed(self, pod: PodInfo) -> None:
         """Someone edited a pod's status annotation: recompute it (an edit of a managed pod
         is then corrected); Headroom's own write coming back is not an edit."""
-        if not self._memory.own_annotation(pod.uid, pod.status_annotation):
+        if not self._memory.annotation_seen(pod.uid, pod.status_annotation):
             self.queue.add_debounced(pod.node_name, period=self.cache.settings.debounce_seconds)
 
     # Leadership.

@@ -72,18 +72,18 @@ class PodMemory:
         if self._annotated.get(uid) == text:
             del self._annotated[uid]
 
-    def own_annotation(self, uid: str, text: str | None) -> bool:
-        """Whether `text` is the annotation Headroom last wrote on the pod."""
-        return text is not None and self._annotated.get(uid) == text
+    def annotation_seen(self, uid: str, text: str | None) -> bool:
+        """The watch delivered the pod's annotation: whether it is Headroom's own write.
+
+        Either way the cache now holds the pod's annotation: a write of Headroom's still
+        waiting for its echo is no longer what the pod carries.
+        """
+        return self._annotated.pop(uid, None) == text and text is not None
 
     def current_annotation(self, uid: str, *, cached: str | None) -> str | None:
-        """The pod's status annotation: the cached one, or our write the cache has not seen."""
+        """The pod's status annotation: our write the cache has not seen yet, or the cached one."""
         written = self._annotated.get(uid)
-        if written is None:
-            return cached
-        if written == cached:
-            del self._annotated[uid]
-        return written
+        return cached if written is None else written
 
     def retain(self, uids: Iterable[str]) -> None:
         """Forget every pod not in `uids` (pods that left the cluster)."""

@@ -1,0 +1,147 @@
+"""Explanations follow the limits: each settled limit has its annotation and its event,
+`kubectl headroom explain` agrees with the annotation, an edited annotation is put back,
+and the config's ManagedPods column follows changes."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.quantity import parse_cpu_millis
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
+from tests.integration.reconciler.conftest import Pods, Reconciler, stays
+from tests.integration.reconciler.manifests import container, pod
+
+UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
+MANAGED = ("a", "b", "c", "d", "e", "f")
+# The annotation's own bookkeeping, which explain does not compute.
+_BOOKKEEPING = ("computedAt", "policy", "dryRun")
+
+
+def _explained(pods: Pods, name: str) -> bool:
+    """The pod's limit, annotation and latest CPULimitAdjusted event all say the same."""
+    limit = pods.cpu_limit(name)
+    annotation = pods.status_annotation(name)
+    if limit is None or annotation is None:
+        return False
+    if parse_cpu_millis(annotation["targetLimit"]) != parse_cpu_millis(limit):
+        return False
+    events = sorted(
+        pods.events(name, reason="CPULimitAdjusted"),
+        key=lambda event: (event["lastTimestamp"], event["metadata"]["creationTimestamp"]),
+    )
+    if not events:
+        return False
+    announced = events[-1]["message"].split(" -> ")[1].split(" ")[0]
+    return parse_cpu_millis(announced) == parse_cpu_millis(limit)
+
+
+def _explain(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    result = kubectl_headroom(cluster, "explain", name, "-n", namespace, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def test_every_settled_limit_has_its_annotation_and_event_and_explain_agrees(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node(cpu="16")
+    start_reconciler()
+    for index, name in enumerate(MANAGED):
+        cpu = f"{250 * (index + 1)}m"
+        pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu=cpu)]))
+    eventually(lambda: all(_explained(pods, n) for n in MANAGED), timeout=60, what="explained")
+    # Neighbours book most of the node: every managed limit shrinks, and is explained again.
+    for name, cpu in (("x", "5"), ("y", "4")):
+        pods.create(
+            pod(
+                name,
+                namespace=pods.namespace,
+                node=node,
+                containers=[container(cpu=cpu)],
+                labels=UNMANAGED,
+            )
+        )
+    eventually(
+        lambda: all(
+            (pods.status_annotation(n) or {}).get("slack") == f"{16000 - 9000 - 5250}m"
+            and _explained(pods, n)
+            for n in MANAGED
+        ),
+        timeout=60,
+        what="every shrunk limit explained",
+    )
+    for name in MANAGED:
+        annotation = pods.status_annotation(name)
+        assert annotation is not None
+        shown = {k: v for k, v in annotation.items() if k not in _BOOKKEEPING}
+        assert _explain(control_plane, pods.namespace, name)["annotation"] == shown, name
+
+
+def test_an_edited_status_annotation_is_put_back(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node(cpu="16")
+    start_reconciler()
+    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    original = eventually(lambda: pods.status_annotation("p"), what="the annotation")
+    control_plane.kubectl(
+        "annotate", "pod", "p", "-n", pods.namespace, "--overwrite",
+        'kube-headroom.dev/status={"targetLimit":"64"}',
+    )  # fmt: skip
+    edited = time.monotonic()
+    eventually(
+        lambda: (
+            {k: v for k, v in (pods.status_annotation("p") or {}).items() if k != "computedAt"}
+            == {k: v for k, v in original.items() if k != "computedAt"}
+        ),
+        timeout=10,
+        interval=0.1,
+        what="the annotation put back",
+    )
+    # Debounce (2 s, up to 3 s with jitter) plus one second.
+    assert time.monotonic() - edited <= 3.0 + 1.0
+
+
+def test_managed_pods_in_the_config_status_follow_changes(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=False)
+    node = make_node(cpu="16")
+    start_reconciler()
+
+    def managed_pods() -> int:
+        status = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))
+        return int(status.get("status", {}).get("managedPods", -1))
+
+    # Other tests' namespaces may still be going away: count from a steady baseline.
+    baseline = eventually(
+        lambda: (
+            (n := managed_pods()) >= 0 and stays(lambda: managed_pods() == n, seconds=2) and [n]
+        ),
+        what="a steady count",
+    )[0]
+    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    created = time.monotonic()
+    eventually(lambda: managed_pods() == baseline + 1, timeout=10, interval=0.1, what="+1")
+    assert time.monotonic() - created <= 3.0 + 1.0
+    column = control_plane.kubectl("get", "hcfg", "cluster")
+    assert column.splitlines()[1].split()[3] == str(baseline + 1), column
