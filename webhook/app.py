@@ -1,13 +1,15 @@
 """The admission server's FastAPI app: transport, envelopes, error handling, metrics.
 
 Every request ends in a deliberate answer. Input that is not an AdmissionReview we accept
-gets a 4xx with a message (413 too large, 415 not JSON, 400 malformed, 422 a review of a
-kind the endpoint does not handle). A handler that fails unexpectedly is logged and
-answered in-band: the mutating webhook admits the pod unchanged with a warning (a pod
-without a seeded limit is what failurePolicy Ignore gives anyway), the validating ones
-deny with code 500 and a retryable message. Never a 500 with a traceback.
+gets a 4xx with a message (408 body too slow, 413 too large, 415 not JSON, 400 malformed,
+422 a review of a kind the endpoint does not handle, or whose object does not have the
+shape its handler reads, every misfit named by path). A handler that fails unexpectedly
+is logged and answered in-band: the mutating webhook admits the pod unchanged with a
+warning (a pod without a seeded limit is what failurePolicy Ignore gives anyway), the
+validating ones deny with code 500 and a retryable message. Never a 500 with a traceback.
 """
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -20,19 +22,23 @@ from starlette.requests import ClientDisconnect
 
 from app.labels import CONFIG_KIND, GROUP
 from webhook.cache import ClusterCache
-from webhook.envelope import AdmissionRequest, BadReview, build_response, parse_review
+from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config
 from webhook.handlers.decision import Decision
-from webhook.handlers.namespaces import review_namespace
-from webhook.handlers.pods import review_pod
-from webhook.handlers.quotas import review_quota
+from webhook.handlers.namespaces import NAMESPACE_SHAPE, review_namespace
+from webhook.handlers.pods import POD_SHAPE, review_pod
+from webhook.handlers.quotas import QUOTA_SHAPE, review_quota
 from webhook.health import Health
 from webhook.metrics import Endpoint, Result, WebhookMetrics
+from webhook.shapes import ANYTHING, Check, problems, summary
 
 logger = logging.getLogger(__name__)
 
 # The API server's own limit on a request body.
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
+# The API server sends a review's body at once; a body still arriving after this is a
+# stalled or hostile client holding a connection and a task.
+BODY_SECONDS: Final = 10.0
 
 Review = Callable[[AdmissionRequest], Awaitable[Decision]]
 
@@ -44,6 +50,9 @@ class _Route:
     kind: str
     mutating: bool
     review: Review
+    # What the handler reads of request.object and request.oldObject.
+    object_shape: Check = ANYTHING
+    old_object_shape: Check = ANYTHING
 
 
 def create_app(
@@ -67,11 +76,27 @@ def create_app(
     async def pods(request: AdmissionRequest) -> Decision:
         return await review_pod(request, cluster=cluster)
 
+    # The config handler reads no field blindly: the validator checks every one.
     routes = [
-        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods),
+        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods, object_shape=POD_SHAPE),
         _Route(Endpoint.VALIDATE_CONFIG, GROUP, CONFIG_KIND, mutating=False, review=config),
-        _Route(Endpoint.VALIDATE_QUOTAS, "", "ResourceQuota", mutating=False, review=quotas),
-        _Route(Endpoint.VALIDATE_NAMESPACES, "", "Namespace", mutating=False, review=namespaces),
+        _Route(
+            Endpoint.VALIDATE_QUOTAS,
+            "",
+            "ResourceQuota",
+            mutating=False,
+            review=quotas,
+            object_shape=QUOTA_SHAPE,
+        ),
+        _Route(
+            Endpoint.VALIDATE_NAMESPACES,
+            "",
+            "Namespace",
+            mutating=False,
+            review=namespaces,
+            object_shape=NAMESPACE_SHAPE,
+            old_object_shape=NAMESPACE_SHAPE,
+        ),
     ]
     for route in routes:
         # A plain Starlette route: FastAPI's parameter resolution added about a third to
@@ -103,6 +128,7 @@ def _admission_endpoint(
         try:
             review = parse_review(await _read_body(request, limit=max_body_bytes))
             _check_kind(review, route)
+            _check_shape(review, route)
         except BadReview as err:
             metrics.observe(
                 endpoint=route.endpoint,
@@ -158,12 +184,15 @@ async def _read_body(request: Request, *, limit: int) -> bytes:
         raise BadReview(_too_large(limit), status=413)
     body = bytearray()
     try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise BadReview(_too_large(limit), status=413)
+        async with asyncio.timeout(BODY_SECONDS):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise BadReview(_too_large(limit), status=413)
     except ClientDisconnect as err:
         raise BadReview("client disconnected before sending the whole body") from err
+    except TimeoutError as err:
+        raise BadReview(f"body not received within {BODY_SECONDS:g}s", status=408) from err
     return bytes(body)
 
 
@@ -173,11 +202,22 @@ def _too_large(limit: int) -> str:
 
 def _check_kind(review: AdmissionRequest, route: _Route) -> None:
     if (review.kind.group, review.kind.kind) != (route.group, route.kind):
-        got = f"{review.kind.group}/{review.kind.kind}".lstrip("/")
+        got = cut(f"{review.kind.group}/{review.kind.kind}".lstrip("/"))
         want = f"{route.group}/{route.kind}".lstrip("/")
         raise BadReview(
             f"{route.endpoint} reviews {want}, got {got}; check the webhook configuration's rules",
             status=422,
+        )
+
+
+def _check_shape(review: AdmissionRequest, route: _Route) -> None:
+    found = [
+        *problems(review.object, route.object_shape, path="request.object"),
+        *problems(review.old_object, route.old_object_shape, path="request.oldObject"),
+    ]
+    if found:
+        raise BadReview(
+            f"{route.endpoint} cannot read this {route.kind}: {summary(found)}", status=422
         )
 
 

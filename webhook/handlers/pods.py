@@ -5,14 +5,50 @@ would manage. The JSONPatch touches nothing but the seeded ``limits.cpu`` values
 ``webhook.patch``); no patch when nothing was seeded.
 """
 
+from typing import Final
+
 from app.eligibility import pod_ineligibility
 from app.pods import pod_info_from_dict
 from app.policy import seed_limits
+from app.quantity import QuantityError
 from webhook.cache import ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch
+from webhook.shapes import BOOLEAN, QUANTITY, STRING, Check, fields, list_of, map_of, string_map
+
+_QUANTITIES: Final = map_of(QUANTITY)
+_CONTAINER: Final = fields(
+    name=STRING,
+    restartPolicy=STRING,
+    resources=fields(requests=_QUANTITIES, limits=_QUANTITIES),
+    resizePolicy=list_of(fields(resourceName=STRING, restartPolicy=STRING)),
+)
+# Everything of a pod that this handler reads (through ``pod_info_from_dict`` and
+# ``limits_patch``).
+POD_SHAPE: Final[Check] = fields(
+    metadata=fields(
+        name=STRING,
+        namespace=STRING,
+        uid=STRING,
+        labels=string_map,
+        annotations=string_map,
+        ownerReferences=list_of(
+            fields(apiVersion=STRING, kind=STRING, name=STRING, controller=BOOLEAN)
+        ),
+    ),
+    spec=fields(
+        nodeName=STRING,
+        containers=list_of(_CONTAINER),
+        initContainers=list_of(_CONTAINER),
+    ),
+    status=fields(
+        phase=STRING,
+        qosClass=STRING,
+        conditions=list_of(fields(type=STRING, status=STRING, reason=STRING, message=STRING)),
+    ),
+)
 
 
 async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
@@ -29,7 +65,11 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
         return unchecked(f"Headroom did not seed a CPU limit: {err}")
     metadata = pod.get("metadata") or {}
     # The object may omit its namespace; the request names it.
-    info = pod_info_from_dict({**pod, "metadata": {**metadata, "namespace": request.namespace}})
+    try:
+        info = pod_info_from_dict({**pod, "metadata": {**metadata, "namespace": request.namespace}})
+    except QuantityError as err:
+        # The API server refuses such a pod after admission; nothing to seed.
+        return allow(warnings=[f"Headroom did not seed a CPU limit: {err}"])
     warnings = [info.max_cpu_warning] if info.max_cpu_warning else []
     # A pod being created is unbound and has no resize history, and this webhook does not
     # watch VPAs: the node, back-off and VPA gates are the reconciler's.

@@ -5,6 +5,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from app.config import Settings
 from app.kube.http import ApiError
 from tests.unit.app.builders import headroom_config, namespace, pod
 from webhook.cache import ClusterCache, Resource
@@ -113,6 +114,20 @@ def cluster_cache(
         if resource not in unsynced:
             cache.replace(resource, objects)
     return cache
+
+
+class BrokenCache(ClusterCache):
+    """A cache with a bug: every answer raises something the handlers do not expect.
+
+    Nothing in the real cache does this on purpose; it stands for a defect, to prove the
+    endpoints answer one in-band.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(api=FakeKube())
+
+    async def settings(self) -> Settings:
+        raise RuntimeError("a defect")
 
 
 class FakeKube:

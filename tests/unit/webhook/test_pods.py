@@ -10,7 +10,13 @@ from tests.unit.app.builders import (
     namespace,
     owner_ref,
 )
-from tests.unit.webhook.builders import FakeKube, admission_review, cluster_cache, new_pod
+from tests.unit.webhook.builders import (
+    BrokenCache,
+    FakeKube,
+    admission_review,
+    cluster_cache,
+    new_pod,
+)
 from tests.unit.webhook.client import admit, patched, webhook_client
 
 ENFORCING = {"dryRun": False}
@@ -196,11 +202,21 @@ def test_when_the_cache_cannot_answer_the_pod_is_admitted_unchanged_with_a_warni
 
 
 def test_a_failing_handler_admits_the_pod_with_a_warning() -> None:
+    client = webhook_client(BrokenCache())
+    response = admit(client, "/mutate/pods", admission_review(new_pod()))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "Headroom did not seed a CPU limit: internal error, see the webhook logs"
+    ]
+
+
+def test_an_invalid_quantity_admits_the_pod_unseeded_saying_why() -> None:
     client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
     pod = new_pod(containers=[container(cpu_request="not-a-quantity")])
     response = admit(client, "/mutate/pods", admission_review(pod))
     assert response["allowed"] is True
     assert "patch" not in response
     assert response["warnings"] == [
-        "Headroom did not seed a CPU limit: internal error, see the webhook logs"
+        "Headroom did not seed a CPU limit: quantity 'not-a-quantity' does not start with a number"
     ]
