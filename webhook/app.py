@@ -39,6 +39,7 @@ MAX_BODY_BYTES: Final = 3 * 1024 * 1024
 # The API server sends a review's body at once; a body still arriving after this is a
 # stalled or hostile client holding a connection and a task.
 BODY_SECONDS: Final = 10.0
+_BODY_UNREAD: Final = frozenset({408, 413})
 
 Review = Callable[[AdmissionRequest], Awaitable[Decision]]
 
@@ -247,4 +248,11 @@ def _object_name(review: AdmissionRequest) -> str:
 
 def _failure_status(status: int, message: str) -> Response:
     body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message}
-    return Response(orjson.dumps({**body, "code": status}), status, media_type="application/json")
+    # A body left unread (too slow, too large) is not worth keeping the connection for.
+    headers = {"connection": "close"} if status in _BODY_UNREAD else None
+    return Response(
+        orjson.dumps({**body, "code": status}),
+        status,
+        headers=headers,
+        media_type="application/json",
+    )
