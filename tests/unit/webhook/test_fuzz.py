@@ -9,7 +9,6 @@ does not answer, so an escaped exception fails the test; a handler exception the
 does answer is caught by the log check.
 """
 
-import copy
 import json
 import logging
 from collections.abc import Iterator
@@ -22,16 +21,22 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from tests.unit.app.builders import (
-    condition,
     container,
     headroom_config,
     limit_range,
     namespace,
-    owner_ref,
     resource_quota,
 )
 from tests.unit.webhook.builders import GVK, admission_review, cluster_cache, new_pod
 from tests.unit.webhook.client import webhook_client
+from tests.unit.webhook.malformed import (
+    DEEP,
+    DEEP_MARK,
+    confused_reviews,
+    encoded,
+    full_pod,
+    replaced,
+)
 from webhook.metrics import Endpoint
 
 ALLOWED_STATUSES = {200, 400, 413, 415, 422}
@@ -189,146 +194,14 @@ def test_admission_reviews(
 
 # -- type confusion at every depth ------------------------------------------------------
 
-DEEP = 900
-# A placeholder swapped for the deep value in the encoded body: neither json nor orjson
-# will encode a value nested this deep.
-_DEEP_MARK = "__deeply_nested__"
-CONFUSIONS: dict[str, Any] = {
-    "string": "x",
-    "number": 7,
-    "float": 1.5,
-    "boolean": True,
-    "null": None,
-    "list": [1, {"a": "b"}],
-    "object": {"k": ["v"]},
-    "deep-list": _DEEP_MARK,
-}
-
-
-def _deep_json() -> bytes:
-    return b"[" * DEEP + b'"x"' + b"]" * DEEP
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """The path of every member of every object and list under ``value``."""
-    children = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else ()
-    )
-    for key, child in children:
-        yield (*prefix, key)
-        yield from _paths(child, (*prefix, key))
-
-
-def _replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    changed = copy.deepcopy(obj)
-    parent = changed
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = value
-    return changed
-
-
-def _full_pod() -> dict[str, Any]:
-    """A pod with every field the mutating handler reads, each present and valid."""
-    pod = new_pod(
-        containers=[
-            container("app", cpu_limit="2", memory_limit="256Mi", cpu_resize_policy="NotRequired"),
-            container("no-limits"),
-        ],
-        init_containers=[
-            container("sidecar", restart_policy="Always"),
-            container("init", restart_policy="OnFailure"),
-        ],
-        labels={"app": "web", "kube-headroom.dev/mode": "managed"},
-        max_cpu="4",
-        owners=[owner_ref()],
-    )
-    pod["metadata"]["annotations"]["kube-headroom.dev/status"] = "{}"
-    pod["metadata"]["generation"] = 1
-    pod["spec"]["nodeName"] = "node-1"
-    pod["status"] = {
-        "phase": "Pending",
-        "qosClass": "Burstable",
-        "observedGeneration": 1,
-        "conditions": [condition("PodResizePending", reason="Deferred", message="busy")],
-    }
-    return pod
-
-
-def _full_config() -> dict[str, Any]:
-    selector = {
-        "matchLabels": {"team": "a"},
-        "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}],
-    }
-    return headroom_config(
-        spec={
-            "policy": "Proportional",
-            "dryRun": False,
-            "minBurstFloor": "1",
-            "maxMultiplier": "10",
-            "quantum": "10m",
-            "deadband": {"growPercent": 10, "shrinkPercent": 5},
-            "debouncePeriod": "2s",
-            "backoffPeriod": "5m",
-            "rateLimits": {"perNodePatchesPerSecond": 10, "clientQPS": 50, "clientBurst": 100},
-            "webhook": {"enabled": True, "initialMultiplier": "2"},
-            "namespaceSelector": selector,
-            "excludedNamespaces": ["kube-system"],
-            "excludedOwners": [{"kind": "Job", "apiGroup": "batch", "name": "nightly"}],
-            "excludedNodeSelector": selector,
-        }
-    )
-
-
-def _reviews() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(endpoint, which object, review) with every field replaced by every confusion."""
-    namespace_update = admission_review(
-        namespace("team-b", labels={"kube-headroom.dev/mode": "managed"}),
-        operation="UPDATE",
-        old=namespace("team-b", labels={"x": "y"}),
-    )
-    cases = [
-        (Endpoint.MUTATE_PODS, admission_review(_full_pod(), namespace="team-a")),
-        (
-            Endpoint.VALIDATE_QUOTAS,
-            admission_review(resource_quota(hard={"limits.cpu": "1"}), operation="UPDATE"),
-        ),
-        (Endpoint.VALIDATE_NAMESPACES, namespace_update),
-        (Endpoint.VALIDATE_CONFIG, admission_review(_full_config(), operation="UPDATE")),
-    ]
-    for endpoint, review in cases:
-        for field in ("object", "oldObject"):
-            target = review["request"][field]
-            if target is None:
-                continue
-            for path in _paths(target):
-                for confusion in CONFUSIONS.values():
-                    changed = _replaced(target, path, confusion)
-                    yield (
-                        endpoint,
-                        field,
-                        {
-                            **review,
-                            "request": {**review["request"], field: changed},
-                        },
-                    )
-
-
-def _encoded(review: dict[str, Any]) -> bytes:
-    return json.dumps(review).replace(f'"{_DEEP_MARK}"', _deep_json().decode()).encode()
-
 
 def test_type_confusion_at_every_depth_gets_a_clean_answer() -> None:
     before = _sample("error")
     sent = 0
     unexpected = []
-    for endpoint, _field, review in _reviews():
+    for endpoint, _field, review in confused_reviews():
         reply = CLIENT.post(
-            endpoint, content=_encoded(review), headers={"content-type": "application/json"}
+            endpoint, content=encoded(review), headers={"content-type": "application/json"}
         )
         sent += 1
         if reply.status_code not in {200, 422}:
@@ -345,8 +218,8 @@ def test_type_confusion_at_every_depth_gets_a_clean_answer() -> None:
 
 
 def test_a_misfit_is_named_by_its_path() -> None:
-    pod = _replaced(_full_pod(), ("spec", "containers", 1, "resources", "limits"), ["1"])
-    pod = _replaced(pod, ("metadata", "labels", "app"), 3)
+    pod = replaced(full_pod(), ("spec", "containers", 1, "resources", "limits"), ["1"])
+    pod = replaced(pod, ("metadata", "labels", "app"), 3)
     reply = CLIENT.post(
         Endpoint.MUTATE_PODS,
         content=orjson.dumps(admission_review(pod, namespace="team-a")),
@@ -365,9 +238,9 @@ def test_a_misfit_is_named_by_its_path() -> None:
 def test_deeply_nested_values_in_the_envelope_are_a_400(field: str, depth: int) -> None:
     review = admission_review(new_pod())
     target = review if field in ("kind", "apiVersion") else review["request"]
-    target[field] = _DEEP_MARK
+    target[field] = DEEP_MARK
     nested = b"[" * depth + b"1" + b"]" * depth
-    body = json.dumps(review).replace(f'"{_DEEP_MARK}"', nested.decode()).encode()
+    body = json.dumps(review).replace(f'"{DEEP_MARK}"', nested.decode()).encode()
     status, decoded = _post(Endpoint.MUTATE_PODS, body)
     assert status in {400, 422}
     assert len(decoded["message"]) < 300
