@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
-from app.eligibility import Ineligible
+from app.eligibility import Ineligible, node_ineligibility, node_reason
 from app.explain import explain, factor_text
 from app.limitrange import limit_range_caps
+from app.nodes import node_facts
 from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
 from app.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
 from app.quantity import format_cpu_millis, parse_cpu_millis
@@ -36,6 +37,8 @@ class PodExplanation:
     pod: str
     node: str
     ineligible: Ineligible | None
+    # Why the node's pods are not managed, in words, when a node gate says so.
+    node_gate: str | None
     node_result: NodeResult
     result: PodResult | None
     bookings: Sequence[Booking]
@@ -72,7 +75,7 @@ def explain_pod(
     raw_pods = [p for p in node_pods if p["metadata"].get("uid") != target_uid]
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
     infos = [pod_info_from_dict(p) for p in raw_pods]
-    node_labels = node["metadata"].get("labels") or {}
+    facts = node_facts(node)
     managed: list[PodInfo] = []
     reasons: dict[str, Ineligible | None] = {}
     for info in infos:
@@ -80,7 +83,7 @@ def explain_pod(
             settings,
             info,
             namespace_labels=namespace_labels.get(info.namespace),
-            node_labels=node_labels,
+            node=facts,
             vpas=vpas.get(info.namespace, ()),
         )
         reasons[info.uid] = reason
@@ -111,10 +114,12 @@ def explain_pod(
         ),
         key=lambda b: (-b.request_m, b.pod),
     )
+    gate = node_ineligibility(settings, facts)
     return PodExplanation(
         pod=target.key,
         node=result.name,
         ineligible=reasons[target.uid],
+        node_gate=None if gate is None else node_reason(gate, facts),
         node_result=result,
         result=next((r for r in result.pods if r.pod.uid == target_uid), None),
         bookings=bookings,
@@ -152,6 +157,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     lines = [f"Pod {explanation.pod} on node {explanation.node}"]
     if explanation.ineligible is not None:
         lines.append(f"  not managed: {explanation.ineligible}")
+    if explanation.node_gate is not None:
+        lines.append(f"  node {explanation.node}: {explanation.node_gate}; its pods are left alone")
     lines += [
         "",
         f"Allocatable A = {_m(node.allocatable_m)}",
@@ -205,6 +212,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "node": explanation.node,
         "managed": explanation.ineligible is None,
         "ineligible": None if explanation.ineligible is None else str(explanation.ineligible),
+        "nodeGate": explanation.node_gate,
         "allocatable": _m(node.allocatable_m),
         "booked": _m(node.booked_m),
         "slack": _m(node.slack_m),

@@ -185,7 +185,7 @@ class NodeReconciler:
             settings,
             pod,
             namespace_labels=self._cache.namespaces.get(pod.namespace),
-            node_labels=node.labels,
+            node=node,
             vpas=self._cache.vpas(pod.namespace),
         )
         return reason is not None

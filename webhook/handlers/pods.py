@@ -77,7 +77,7 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
         settings,
         info,
         namespace_labels=namespace_labels,
-        node_labels=None,
+        node=None,
         backed_off=False,
         vpa_controls_limits=False,
     ):

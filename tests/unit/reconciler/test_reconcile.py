@@ -496,3 +496,32 @@ def test_a_kubelet_report_counts_once_per_generation_it_refers_to() -> None:
         world.reconcile()
     # Generation 3 reported stale (still about 2) is the same episode; then a new one.
     assert world.count("Deferred") == 2
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        pytest.param(builders.node("node-1", kubelet_version="v1.34.2"), id="kubelet-1.34"),
+        pytest.param(builders.node("node-1", kubelet_version=None), id="kubelet-unreported"),
+        pytest.param(
+            builders.node("node-1", labels={}, operating_system="windows"), id="windows-status"
+        ),
+    ],
+)
+def test_pods_on_a_node_that_cannot_resize_are_left_alone(node: dict[str, Any]) -> None:
+    world = World()
+    world.cache.apply_node("node-1", node)
+    worked_example(world)
+    world.reconcile()
+    assert world.api.sent == []
+    assert world.gauge("headroom_pods_managed") == 0
+
+
+def test_a_kubelet_upgrade_brings_the_node_under_management() -> None:
+    world = World()
+    world.cache.apply_node("node-1", builders.node("node-1", kubelet_version="v1.34.2"))
+    worked_example(world)
+    world.reconcile()
+    world.cache.apply_node("node-1", builders.node("node-1", kubelet_version="v1.35.0"))
+    world.reconcile()
+    assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
