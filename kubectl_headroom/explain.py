@@ -14,7 +14,7 @@ from typing import Any
 
 from app.config import Settings
 from app.eligibility import Ineligible, node_ineligibility, node_reason
-from app.explain import explain, factor_text
+from app.explain import explain, factor_text, shown_slack
 from app.limitrange import limit_range_caps
 from app.nodes import node_facts
 from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
@@ -53,6 +53,7 @@ class PodExplanation:
         return {
             "factor": ex.factor,
             "slack": f"{ex.slack_m}m",
+            **({"overbooked": f"{ex.overbooked_m}m"} if ex.overbooked_m else {}),
             "managedRequests": f"{ex.managed_m}m",
             "nodePods": ex.node_pods,
             "targetLimit": f"{ex.target_m}m",
@@ -169,7 +170,7 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         lines.append(f"  {booking.pod:<50} {_m(booking.request_m):>8}  {marker}")
     lines += [
         f"Booked R = {_m(node.booked_m)}",
-        f"Slack S = A - R = {_m(node.slack_m)}",
+        _slack_line(node.slack_m),
         f"Managed M = {_m(node.managed_m)} over N = {node.pod_count} pod(s)",
         f"Factor F = 1 + S/M = {factor_text(node.factor)}",
     ]
@@ -203,6 +204,13 @@ def _m(millis: int) -> str:
     return f"{millis}m"
 
 
+def _slack_line(slack_m: int) -> str:
+    unbooked, overbooked = shown_slack(slack_m)
+    if not overbooked:
+        return f"Slack S = A - R = {_m(unbooked)}"
+    return f"Slack S = 0m: overbooked, R exceeds A by {_m(overbooked)}"
+
+
 def as_dict(explanation: PodExplanation) -> dict[str, Any]:
     """Machine-readable form; ``annotation`` holds the status annotation's fields."""
     node = explanation.node_result
@@ -215,7 +223,8 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "nodeGate": explanation.node_gate,
         "allocatable": _m(node.allocatable_m),
         "booked": _m(node.booked_m),
-        "slack": _m(node.slack_m),
+        "slack": _m(shown_slack(node.slack_m)[0]),
+        "overbooked": _m(shown_slack(node.slack_m)[1]),
         "managedRequests": _m(node.managed_m),
         "nodePods": node.pod_count,
         "factor": factor_text(node.factor),

@@ -136,3 +136,16 @@ def test_a_windows_node_by_its_reported_os() -> None:
     explanation = _explain(_pod("a", "500m"), [], node=node)
     assert explanation.ineligible is Ineligible.WINDOWS_NODE
     assert as_dict(explanation)["nodeGate"] == "Windows node: in-place resize is unsupported there"
+
+
+def test_an_overbooked_node_reads_slack_zero_and_by_how_much() -> None:
+    target = _pod("a", "1")
+    neighbour = _pod("n", "17", namespace="other")
+    explanation = _explain(target, [neighbour])
+    text = render(explanation, last_event=None)
+    assert "Slack S = 0m: overbooked, R exceeds A by 2000m\n" in text
+    assert "-2000m" not in text
+    document = as_dict(explanation)
+    assert (document["slack"], document["overbooked"]) == ("0m", "2000m")
+    assert document["annotation"]["slack"] == "0m"
+    assert document["annotation"]["overbooked"] == "2000m"

@@ -525,3 +525,17 @@ def test_a_kubelet_upgrade_brings_the_node_under_management() -> None:
     world.cache.apply_node("node-1", builders.node("node-1", kubelet_version="v1.35.0"))
     world.reconcile()
     assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
+
+
+def test_an_overbooked_node_reports_zero_slack_and_says_by_how_much() -> None:
+    world = World(cpu="2")
+    world.add("a", containers=[container(cpu_request="1", cpu_limit="1500m")])
+    world.add(
+        "b", containers=[container(cpu_request="2")], labels={"kube-headroom.dev/mode": "unmanaged"}
+    )
+    world.reconcile()
+    assert world.gauge("headroom_node_slack_cores", {"node": "node-1"}) == 0
+    annotation = world.annotations()["a"]
+    assert (annotation["slack"], annotation["overbooked"]) == ("0m", "1000m")
+    [(_, _, message)] = world.events()
+    assert message.endswith("(node factor 1.00, slack 0/2 cores, overbooked by 1 core)")
