@@ -34,6 +34,10 @@ venv: $(STAMP) ## Create the virtualenv with runtime and development dependencie
 control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, scheduler, kubectl, KWOK, helm
 	bash hack/build-control-plane.sh
 
+.PHONY: helm
+helm: ## Build (or reuse) helm alone: the unit tier's chart tests need nothing else
+	bash hack/build-control-plane.sh helm
+
 .PHONY: lint
 lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/ruff check .
@@ -46,7 +50,7 @@ test: lint control-plane ## Everything: lint, unit and integration tiers (real c
 	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
-test-unit: $(STAMP) ## Unit tier only (no control plane)
+test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
 
 .PHONY: test-integration

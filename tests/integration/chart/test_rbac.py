@@ -284,17 +284,17 @@ CAN_I = [
     ask(RECONCILER, "list", "resourcequotas", allowed=False),
     ask(RECONCILER, "create", "serviceaccounts", subresource="token", allowed=False),
     ask(RECONCILER, "impersonate", "serviceaccounts", allowed=False),
-    # Webhook (§6): reads enrolment, quotas, LimitRanges and the config; writes nothing.
+    # Webhook (§6): reads enrolment, quotas, LimitRanges, VPAs and the config; writes nothing.
     *(
         ask(WEBHOOK, verb, resource, allowed=True)
-        for resource in ("namespaces", "resourcequotas", "limitranges", CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
         for verb in READ
     ),
     ask(WEBHOOK, "create", "tokenreviews.authentication.k8s.io", allowed=True),
     ask(WEBHOOK, "create", "subjectaccessreviews.authorization.k8s.io", allowed=True),
     *(
         ask(WEBHOOK, verb, resource, allowed=False)
-        for resource in ("namespaces", "resourcequotas", "limitranges", CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
         for verb in ("create", "update", "patch", "delete")
     ),
     ask(WEBHOOK, "patch", CONFIGS, subresource="status", allowed=False),

@@ -95,6 +95,7 @@ def cluster_cache(
     namespaces: Sequence[Obj] = (),
     quotas: Sequence[Obj] = (),
     limit_ranges: Sequence[Obj] = (),
+    vpas: Sequence[Obj] = (),
     config: Obj | None = None,
     api: "FakeKube | None" = None,
     unsynced: Sequence[Resource] = (),
@@ -108,6 +109,7 @@ def cluster_cache(
         Resource.NAMESPACES: namespaces or [namespace("team-a")],
         Resource.RESOURCE_QUOTAS: quotas,
         Resource.LIMIT_RANGES: limit_ranges,
+        Resource.VPAS: vpas,
         Resource.CONFIG: [config or headroom_config(spec={"dryRun": False})],
     }
     for resource, objects in contents.items():
