@@ -127,3 +127,10 @@ def test_memory_returns_to_its_baseline_after_40000_malformed_reviews(
     assert set(statuses) <= {200, 400, 422}, statuses
     assert webhook.stop() == 0
     assert after - baseline < BOUND_MIB, (baseline, after)
+    # No handler failed on any of them: nothing logged at error, no traceback.
+    records = [
+        json.loads(line)
+        for line in webhook.log_path.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert [r for r in records if r["level"] in ("error", "critical") or "error" in r] == []
