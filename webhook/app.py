@@ -30,7 +30,7 @@ from webhook.handlers.pods import POD_SHAPE, review_pod
 from webhook.handlers.quotas import QUOTA_SHAPE, review_quota
 from webhook.health import Health
 from webhook.metrics import Endpoint, Result, WebhookMetrics
-from webhook.shapes import ANYTHING, Check, problems, summary
+from webhook.shapes import ANYTHING, Shape, problems, summary
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ class _Route:
     mutating: bool
     review: Review
     # What the handler reads of request.object and request.oldObject.
-    object_shape: Check = ANYTHING
-    old_object_shape: Check = ANYTHING
+    object_shape: Shape = ANYTHING
+    old_object_shape: Shape = ANYTHING
 
 
 def create_app(

@@ -13,10 +13,10 @@ from app.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import Check, fields, string_map
+from webhook.shapes import STRING_MAP, Shape, fields
 
 # What this handler reads of the namespace, new and old.
-NAMESPACE_SHAPE: Final[Check] = fields(metadata=fields(labels=string_map))
+NAMESPACE_SHAPE: Final[Shape] = fields(metadata=fields(labels=STRING_MAP))
 
 
 async def review_namespace(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:

@@ -17,7 +17,7 @@ from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch
-from webhook.shapes import BOOLEAN, QUANTITY, STRING, Check, fields, list_of, map_of, string_map
+from webhook.shapes import BOOLEAN, QUANTITY, STRING, STRING_MAP, Shape, fields, list_of, map_of
 
 _QUANTITIES: Final = map_of(QUANTITY)
 _CONTAINER: Final = fields(
@@ -28,13 +28,13 @@ _CONTAINER: Final = fields(
 )
 # Everything of a pod that this handler reads (through ``pod_info_from_dict`` and
 # ``limits_patch``).
-POD_SHAPE: Final[Check] = fields(
+POD_SHAPE: Final[Shape] = fields(
     metadata=fields(
         name=STRING,
         namespace=STRING,
         uid=STRING,
-        labels=string_map,
-        annotations=string_map,
+        labels=STRING_MAP,
+        annotations=STRING_MAP,
         ownerReferences=list_of(
             fields(apiVersion=STRING, kind=STRING, name=STRING, controller=BOOLEAN)
         ),

@@ -11,10 +11,10 @@ from app.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable, has_limits_cpu
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import ANYTHING, Check, fields, map_of
+from webhook.shapes import ANYTHING, Shape, fields, map_of
 
 # What this handler reads of the quota: whether spec.hard holds limits.cpu.
-QUOTA_SHAPE: Final[Check] = fields(spec=fields(hard=map_of(ANYTHING)))
+QUOTA_SHAPE: Final[Shape] = fields(spec=fields(hard=map_of(ANYTHING)))
 
 
 async def review_quota(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
