@@ -1,15 +1,15 @@
 """The admission server's FastAPI app: transport, envelopes, error handling, metrics.
 
 Every request ends in a deliberate answer. Input that is not an AdmissionReview we accept
-gets a 4xx with a message (408 body too slow, 413 too large, 415 not JSON, 400 malformed,
-422 a review of a kind the endpoint does not handle, or whose object does not have the
-shape its handler reads, every misfit named by path). A handler that fails unexpectedly
+gets a 4xx with a message (413 too large, 415 not JSON, 400 malformed, 422 a review of a
+kind the endpoint does not handle, or whose object does not have the shape its handler
+reads, every misfit named by path; a body too slow is the transport's, see
+``webhook.transport``). A handler that fails unexpectedly
 is logged and answered in-band: the mutating webhook admits the pod unchanged with a
 warning (a pod without a seeded limit is what failurePolicy Ignore gives anyway), the
 validating ones deny with code 500 and a retryable message. Never a 500 with a traceback.
 """
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -36,10 +36,6 @@ logger = logging.getLogger(__name__)
 
 # The API server's own limit on a request body.
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
-# The API server sends a review's body at once; a body still arriving after this is a
-# stalled or hostile client holding a connection and a task.
-BODY_SECONDS: Final = 10.0
-_BODY_UNREAD: Final = frozenset({408, 413})
 
 Review = Callable[[AdmissionRequest], Awaitable[Decision]]
 
@@ -185,15 +181,12 @@ async def _read_body(request: Request, *, limit: int) -> bytes:
         raise BadReview(_too_large(limit), status=413)
     body = bytearray()
     try:
-        async with asyncio.timeout(BODY_SECONDS):
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > limit:
-                    raise BadReview(_too_large(limit), status=413)
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise BadReview(_too_large(limit), status=413)
     except ClientDisconnect as err:
         raise BadReview("client disconnected before sending the whole body") from err
-    except TimeoutError as err:
-        raise BadReview(f"body not received within {BODY_SECONDS:g}s", status=408) from err
     return bytes(body)
 
 
@@ -248,8 +241,8 @@ def _object_name(review: AdmissionRequest) -> str:
 
 def _failure_status(status: int, message: str) -> Response:
     body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message}
-    # A body left unread (too slow, too large) is not worth keeping the connection for.
-    headers = {"connection": "close"} if status in _BODY_UNREAD else None
+    # The rest of a body too large is not worth reading: close the connection instead.
+    headers = {"connection": "close"} if status == 413 else None
     return Response(
         orjson.dumps({**body, "code": status}),
         status,

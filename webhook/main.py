@@ -24,7 +24,7 @@ from webhook.app import create_app
 from webhook.cache import ClusterCache
 from webhook.health import Health, ProbeApp
 from webhook.metrics import WebhookMetrics
-from webhook.transport import HandshakeDeadlineLoop, HeaderDeadlineProtocol
+from webhook.transport import DeadlineProtocol, HandshakeDeadlineLoop
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 port=port,
                 certificates=certificates,
                 keep_alive_seconds=_KEEP_ALIVE_SECONDS,
-                http_protocol=HeaderDeadlineProtocol,
+                http_protocol=DeadlineProtocol,
             ),
             metrics_listener(
                 bind_address=args.metrics_bind_address,
@@ -133,7 +133,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 host=probe_host,
                 port=probe_port,
                 certificates=None,
-                http_protocol=HeaderDeadlineProtocol,
+                http_protocol=DeadlineProtocol,
             ),
         ]
         for listener in listeners:
