@@ -34,6 +34,10 @@ venv: $(STAMP) ## Create the virtualenv with runtime and development dependencie
 control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, scheduler, kubectl, KWOK, helm
 	bash hack/build-control-plane.sh
 
+.PHONY: helm
+helm: ## Build (or reuse) helm alone: the unit tier's chart tests need nothing else
+	bash hack/build-control-plane.sh helm
+
 .PHONY: lint
 lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/ruff check .
@@ -46,7 +50,7 @@ test: lint control-plane ## Everything: lint, unit and integration tiers (real c
 	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
-test-unit: $(STAMP) ## Unit tier only (no control plane)
+test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
 
 .PHONY: test-integration
@@ -90,20 +94,29 @@ install: ## Install the CRD chart into the current kube-context
 uninstall: ## Uninstall the CRD chart (the CRD itself is kept: resource-policy keep)
 	$(HELM) uninstall kube-headroom-crds
 
+# IMG is an image reference, [registry[:port]/]path[:tag][@sha256:digest]: the tag is
+# after the last colon of the last path segment (a registry's port is not a tag), the
+# digest after the @. Neither given means the tag latest.
+IMG_NAME = $(firstword $(subst @, ,$(IMG)))
+IMG_DIGEST = $(word 2,$(subst @, ,$(IMG)))
+IMG_TAG = $(word 2,$(subst :, ,$(lastword $(subst /, ,$(IMG_NAME)))))
+IMG_REPOSITORY = $(if $(IMG_TAG),$(patsubst %:$(IMG_TAG),%,$(IMG_NAME)),$(IMG_NAME))
+IMAGE_VALUES = --set image.repository=$(IMG_REPOSITORY) \
+  --set image.tag=$(or $(IMG_TAG),$(if $(IMG_DIGEST),,latest)) \
+  --set image.digest=$(IMG_DIGEST)
+
 .PHONY: deploy
-deploy: ## Install the operator chart: make deploy IMG=registry/kube-headroom:tag
+deploy: ## Install the operator chart: make deploy IMG=registry/kube-headroom:tag (or @sha256:…)
 	$(HELM) upgrade --install kube-headroom chart/kube-headroom \
-	  --namespace $(NAMESPACE) --create-namespace --wait \
-	  --set image.repository=$(firstword $(subst :, ,$(IMG))) \
-	  --set image.tag=$(or $(word 2,$(subst :, ,$(IMG))),latest)
+	  --namespace $(NAMESPACE) --create-namespace --wait $(IMAGE_VALUES)
 
 .PHONY: undeploy
 undeploy: ## Uninstall the operator chart
 	$(HELM) uninstall kube-headroom --namespace $(NAMESPACE)
 
 .PHONY: helm-template
-helm-template: ## Render the operator chart locally
-	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE)
+helm-template: ## Render the operator chart locally, with IMG as make deploy sets it
+	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE) $(IMAGE_VALUES)
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a container engine): make docker-build IMG=…

@@ -5,7 +5,8 @@ from enum import StrEnum
 from typing import Any, Final
 
 from app.config import Settings
-from app.labels import MODE_LABEL, MODE_MANAGED, OS_LABEL, OS_WINDOWS
+from app.labels import MODE_LABEL, MODE_MANAGED
+from app.nodes import MINIMUM_RESIZE_TEXT, NodeView, resize_capable, windows
 from app.pods import BURSTABLE, PodInfo
 
 _VPA_REQUESTS_ONLY: Final = "RequestsOnly"
@@ -24,6 +25,12 @@ class Ineligible(StrEnum):
     NOT_BURSTABLE = "not-burstable"
     NO_CPU_REQUEST = "no-cpu-request"
     RESTART_ON_RESIZE = "restart-on-resize"
+    # The node cannot resize in place: Windows, or a kubelet older than 1.35 (or one
+    # that has not said which version it is).
+    WINDOWS_NODE = "windows-node"
+    KUBELET_TOO_OLD = "kubelet-too-old"
+    KUBELET_VERSION_UNKNOWN = "kubelet-version-unknown"
+    # Matched by spec.excludedNodeSelector.
     NODE_EXCLUDED = "node-excluded"
     OWNER_EXCLUDED = "owner-excluded"
     BACKED_OFF = "backed-off"
@@ -35,12 +42,40 @@ def namespace_enrolled(settings: Settings, *, name: str, labels: Mapping[str, st
     return name not in settings.excluded_namespaces and settings.namespace_selector.matches(labels)
 
 
-def node_excluded(settings: Settings, labels: Mapping[str, str]) -> bool:
-    """Windows nodes cannot resize in place; others may be excluded by selector."""
-    if labels.get(OS_LABEL) == OS_WINDOWS:
-        return True
+def node_ineligibility(settings: Settings, node: NodeView) -> Ineligible | None:
+    """Why no pod on ``node`` is managed, or None: the node gates, in order.
+
+    The operator's own exclusion comes first: it is the reason they expect to read.
+    """
     selector = settings.excluded_node_selector
-    return selector is not None and selector.matches(labels)
+    if selector is not None and selector.matches(node.labels):
+        return Ineligible.NODE_EXCLUDED
+    if windows(node):
+        return Ineligible.WINDOWS_NODE
+    capable = resize_capable(node.kubelet_version)
+    if capable is None:
+        return Ineligible.KUBELET_VERSION_UNKNOWN
+    if not capable:
+        return Ineligible.KUBELET_TOO_OLD
+    return None
+
+
+def node_reason(reason: Ineligible, node: NodeView) -> str:
+    """The node gate's reason in words, for people (explain, preflight)."""
+    if reason is Ineligible.WINDOWS_NODE:
+        return "Windows node: in-place resize is unsupported there"
+    if reason is Ineligible.KUBELET_TOO_OLD:
+        return (
+            f"kubelet {node.kubelet_version} cannot resize pods in place "
+            f"(needs {MINIMUM_RESIZE_TEXT} or newer)"
+        )
+    if reason is Ineligible.KUBELET_VERSION_UNKNOWN:
+        reported = node.kubelet_version or "nothing"
+        return (
+            f"kubelet version unknown (status.nodeInfo.kubeletVersion is {reported!r}); "
+            f"in-place resize needs {MINIMUM_RESIZE_TEXT} or newer"
+        )
+    return "matched by spec.excludedNodeSelector"
 
 
 def owner_excluded(settings: Settings, pod: PodInfo) -> bool:
@@ -58,14 +93,14 @@ def pod_ineligibility(
     pod: PodInfo,
     *,
     namespace_labels: Mapping[str, str] | None,
-    node_labels: Mapping[str, str] | None,
+    node: NodeView | None,
     backed_off: bool,
     vpa_controls_limits: bool,
 ) -> Ineligible | None:
     """The first gate the pod fails, or None when Headroom manages it.
 
     ``namespace_labels`` None means the namespace is unknown (not enrolled);
-    ``node_labels`` None means the pod is not bound yet, so the node gate is skipped.
+    ``node`` None means the pod is not bound yet, so the node gates are skipped.
     The mode label is a keyword and fails closed: any value but ``managed`` opts out.
     """
     if pod.terminal:
@@ -84,8 +119,8 @@ def pod_ineligibility(
         return Ineligible.NO_CPU_REQUEST
     if any(container.restart_on_cpu_resize for container in pod.containers):
         return Ineligible.RESTART_ON_RESIZE
-    if node_labels is not None and node_excluded(settings, node_labels):
-        return Ineligible.NODE_EXCLUDED
+    if node is not None and (reason := node_ineligibility(settings, node)) is not None:
+        return reason
     if owner_excluded(settings, pod):
         return Ineligible.OWNER_EXCLUDED
     if backed_off:

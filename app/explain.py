@@ -2,6 +2,10 @@
 
 Both are rendered from one ``Explanation`` built from one policy computation, so the
 annotation can never disagree with the change that was applied.
+
+Slack is unbooked CPU and is never shown below zero: when the node's bookings exceed its
+allocatable CPU (pods bound before allocatable shrank, static pods, a kubelet reserving
+more), people read slack 0 and the excess as ``overbooked``, everywhere it is shown.
 """
 
 import json
@@ -20,7 +24,9 @@ _COMPUTED_AT: Final = "computedAt"
 @dataclass(frozen=True, slots=True)
 class Explanation:
     factor: str
+    # Never negative; bookings beyond allocatable are in overbooked_m.
     slack_m: int
+    overbooked_m: int
     allocatable_m: int
     managed_m: int
     node_pods: int
@@ -35,10 +41,17 @@ def factor_text(factor: Fraction) -> str:
     return f"{hundredths // 100}.{hundredths % 100:02d}"
 
 
+def shown_slack(slack_m: int) -> tuple[int, int]:
+    """The policy's slack ``A - R`` as people read it: (unbooked, overbooked), both >= 0."""
+    return max(slack_m, 0), max(-slack_m, 0)
+
+
 def explain(node: NodeResult, pod: PodResult, *, dry_run: bool) -> Explanation:
+    slack_m, overbooked_m = shown_slack(node.slack_m)
     return Explanation(
         factor=factor_text(node.factor),
-        slack_m=node.slack_m,
+        slack_m=slack_m,
+        overbooked_m=overbooked_m,
         allocatable_m=node.allocatable_m,
         managed_m=node.managed_m,
         node_pods=node.pod_count,
@@ -58,6 +71,7 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
     fields: dict[str, Any] = {
         "factor": explanation.factor,
         "slack": _millis(explanation.slack_m),
+        **({"overbooked": _millis(explanation.overbooked_m)} if explanation.overbooked_m else {}),
         "managedRequests": _millis(explanation.managed_m),
         "nodePods": explanation.node_pods,
         "targetLimit": _millis(explanation.target_m),
@@ -72,13 +86,20 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
 
 
 def event_message(explanation: Explanation) -> str:
-    """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would."""
+    """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would.
+
+    An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``.
+    """
     current = _millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
     allocatable = format_cores(explanation.allocatable_m)
+    overbooked = ""
+    if explanation.overbooked_m:
+        noun = "core" if explanation.overbooked_m == 1000 else "cores"
+        overbooked = f", overbooked by {format_cores(explanation.overbooked_m)} {noun}"
     message = (
         f"{current} -> {_millis(explanation.target_m)} "
-        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores)"
+        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{overbooked})"
     )
     return f"would set {message}" if explanation.dry_run else message
 

@@ -220,6 +220,7 @@ class Listener:
         port: int,
         certificates: CertificateSource | None,
         keep_alive_seconds: int = 5,
+        http_protocol: type[asyncio.Protocol] | None = None,
     ) -> None:
         self._name = name
         self._host = host
@@ -235,7 +236,7 @@ class Listener:
         self._server = _Server(
             uvicorn.Config(
                 app,
-                http="httptools",
+                http=http_protocol or "httptools",
                 lifespan="off",
                 log_config=None,
                 access_log=False,

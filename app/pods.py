@@ -109,7 +109,7 @@ class _Resources:
 
 # The wire schema: only the fields Headroom reads. Quantities are strings on the wire;
 # numbers are accepted as the API server's own decoder accepts them. Unknown fields are
-# skipped without being decoded; msgspec copies empty-list defaults per instance.
+# skipped without being decoded, and null stands for absent, as it does for the API.
 Quantity = str | int | float
 
 
@@ -118,32 +118,41 @@ class _QuantitiesWire(msgspec.Struct, gc=False):
     memory: Quantity | None = None
 
 
+_NO_QUANTITIES: Final = _QuantitiesWire()
+
+
 class _RequirementsWire(msgspec.Struct, gc=False):
-    requests: _QuantitiesWire = msgspec.field(default_factory=_QuantitiesWire)
-    limits: _QuantitiesWire = msgspec.field(default_factory=_QuantitiesWire)
+    requests: _QuantitiesWire | None = None
+    limits: _QuantitiesWire | None = None
+
+
+_NO_REQUIREMENTS: Final = _RequirementsWire()
 
 
 class _ResizePolicyWire(msgspec.Struct, gc=False):
-    resourceName: str = ""
-    restartPolicy: str = ""
+    resourceName: str | None = None
+    restartPolicy: str | None = None
 
 
 class ContainerWire(msgspec.Struct, gc=False):
-    name: str = ""
-    resources: _RequirementsWire = msgspec.field(default_factory=_RequirementsWire)
-    resizePolicy: list[_ResizePolicyWire] = []
+    name: str | None = None
+    resources: _RequirementsWire | None = None
+    resizePolicy: list[_ResizePolicyWire] | None = None
     restartPolicy: str | None = None
 
 
 class _OwnerWire(msgspec.Struct, gc=False):
-    apiVersion: str = ""
-    kind: str = ""
-    name: str = ""
-    controller: bool = False
+    apiVersion: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    controller: bool | None = None
 
 
 class _LabelsWire(msgspec.Struct, gc=False):
     mode: str | None = msgspec.field(default=None, name=MODE_LABEL)
+
+
+_NO_LABELS_WIRE: Final = _LabelsWire()
 
 
 class _AnnotationsWire(msgspec.Struct, gc=False):
@@ -152,41 +161,49 @@ class _AnnotationsWire(msgspec.Struct, gc=False):
     mirror: str | None = msgspec.field(default=None, name=MIRROR_POD_ANNOTATION)
 
 
+_NO_ANNOTATIONS: Final = _AnnotationsWire()
+
+
 class _MetadataWire(msgspec.Struct, gc=False):
-    name: str = ""
-    namespace: str = ""
-    uid: str = ""
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
     generation: int | None = None
     deletionTimestamp: str | None = None
-    labels: _LabelsWire = msgspec.field(default_factory=_LabelsWire)
-    annotations: _AnnotationsWire = msgspec.field(default_factory=_AnnotationsWire)
-    ownerReferences: list[_OwnerWire] = []
+    labels: _LabelsWire | None = None
+    annotations: _AnnotationsWire | None = None
+    ownerReferences: list[_OwnerWire] | None = None
 
 
 class PodSpecWire(msgspec.Struct, gc=False):
-    nodeName: str = ""
-    containers: list[ContainerWire] = []
-    initContainers: list[ContainerWire] = []
+    nodeName: str | None = None
+    containers: list[ContainerWire] | None = None
+    initContainers: list[ContainerWire] | None = None
 
 
 class _ConditionWire(msgspec.Struct, gc=False):
-    type: str = ""
-    status: str = ""
-    reason: str = ""
-    message: str = ""
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
 
 
 class _StatusWire(msgspec.Struct, gc=False):
-    phase: str = ""
-    qosClass: str = ""
+    phase: str | None = None
+    qosClass: str | None = None
     observedGeneration: int | None = None
-    conditions: list[_ConditionWire] = []
+    conditions: list[_ConditionWire] | None = None
 
 
 class PodWire(msgspec.Struct, gc=False):
-    metadata: _MetadataWire = msgspec.field(default_factory=_MetadataWire)
-    spec: PodSpecWire = msgspec.field(default_factory=PodSpecWire)
-    status: _StatusWire = msgspec.field(default_factory=_StatusWire)
+    metadata: _MetadataWire | None = None
+    spec: PodSpecWire | None = None
+    status: _StatusWire | None = None
+
+
+_NO_METADATA: Final = _MetadataWire()
+_NO_SPEC: Final = PodSpecWire()
+_NO_STATUS: Final = _StatusWire()
 
 
 _POD_DECODER: Final = msgspec.json.Decoder(PodWire)
@@ -224,14 +241,15 @@ def decode_pod(data: bytes | memoryview) -> PodWire:
 
 def pod_info(wire: PodWire) -> PodInfo:
     """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
-    metadata = wire.metadata
-    spec = wire.spec
-    status = wire.status
-    annotations = metadata.annotations
+    metadata = wire.metadata or _NO_METADATA
+    spec = wire.spec or _NO_SPEC
+    status = wire.status or _NO_STATUS
+    annotations = metadata.annotations or _NO_ANNOTATIONS
 
-    apps = spec.containers
-    sidecars = [c for c in spec.initContainers if c.restartPolicy == "Always"]
-    plain_inits = [c for c in spec.initContainers if c.restartPolicy != "Always"]
+    apps = spec.containers or ()
+    inits = spec.initContainers or ()
+    sidecars = [c for c in inits if c.restartPolicy == "Always"]
+    plain_inits = [c for c in inits if c.restartPolicy != "Always"]
     app_resources = [_resources(c) for c in apps]
     sidecar_resources = [_resources(c) for c in sidecars]
     plain_resources = [_resources(c) for c in plain_inits]
@@ -256,17 +274,17 @@ def pod_info(wire: PodWire) -> PodInfo:
     cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
     limits = [c.cpu_limit_m for c in cpu_containers]
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
-    pending_reason, pending_message, resize_error = _resize_conditions(status.conditions)
+    pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
     return PodInfo(
-        namespace=sys.intern(metadata.namespace),
-        name=metadata.name,
-        uid=metadata.uid,
-        node_name=sys.intern(spec.nodeName),
-        phase=sys.intern(status.phase),
+        namespace=sys.intern(metadata.namespace or ""),
+        name=metadata.name or "",
+        uid=metadata.uid or "",
+        node_name=sys.intern(spec.nodeName or ""),
+        phase=sys.intern(status.phase or ""),
         deleting=metadata.deletionTimestamp is not None,
         mirror=annotations.mirror is not None,
-        labels=_own_labels(metadata.labels.mode),
-        owners=tuple(_owner(ref) for ref in metadata.ownerReferences),
+        labels=_own_labels((metadata.labels or _NO_LABELS_WIRE).mode),
+        owners=tuple(_owner(ref) for ref in metadata.ownerReferences or ()),
         containers=containers,
         cpu_containers=cpu_containers,
         init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
@@ -291,7 +309,7 @@ def qos_class(spec: Mapping[str, Any]) -> str:
         wire = msgspec.convert(spec, PodSpecWire)
     except msgspec.ValidationError as err:
         raise PodShapeError(str(err)) from err
-    return _qos([_resources(c) for c in (*wire.containers, *wire.initContainers)])
+    return _qos([_resources(c) for c in (*(wire.containers or ()), *(wire.initContainers or ()))])
 
 
 def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
@@ -316,8 +334,9 @@ def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
 
 
 def _resources(container: ContainerWire) -> _Resources:
-    requests = container.resources.requests
-    limits = container.resources.limits
+    resources = container.resources or _NO_REQUIREMENTS
+    requests = resources.requests or _NO_QUANTITIES
+    limits = resources.limits or _NO_QUANTITIES
     cpu_limit = _quantity(limits.cpu)
     memory_limit = _quantity(limits.memory)
     # API-server defaulting: a limit without a request sets the request.
@@ -329,10 +348,10 @@ def _resources(container: ContainerWire) -> _Resources:
 def _container(container: ContainerWire, *, sidecar: bool, resources: _Resources) -> ContainerInfo:
     restart = any(
         policy.resourceName == "cpu" and policy.restartPolicy == "RestartContainer"
-        for policy in container.resizePolicy
+        for policy in container.resizePolicy or ()
     )
     return ContainerInfo(
-        name=container.name,
+        name=container.name or "",
         sidecar=sidecar,
         cpu_request_m=_millis(resources.cpu_request) or 0,
         cpu_limit_m=_millis(resources.cpu_limit),
@@ -349,12 +368,12 @@ def _own_labels(mode: str | None) -> Mapping[str, str]:
 
 
 def _owner(ref: _OwnerWire) -> OwnerRef:
-    group, _, _ = ref.apiVersion.rpartition("/")
+    group, _, _ = (ref.apiVersion or "").rpartition("/")
     return OwnerRef(
-        kind=sys.intern(ref.kind),
+        kind=sys.intern(ref.kind or ""),
         api_group=sys.intern(group),
-        name=ref.name,
-        controller=ref.controller,
+        name=ref.name or "",
+        controller=bool(ref.controller),
     )
 
 
@@ -366,8 +385,8 @@ def _resize_conditions(conditions: Sequence[_ConditionWire]) -> tuple[str | None
         if condition.status != "True":
             continue
         if condition.type == _RESIZE_PENDING:
-            pending = condition.reason
-            message = condition.message
+            pending = condition.reason or ""
+            message = condition.message or ""
         elif condition.type == _RESIZE_IN_PROGRESS:
             error = condition.reason == "Error"
     return pending, message, error

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.config import Settings
 from app.eligibility import Ineligible, pod_ineligibility, vpa_controls_limits, vpa_targets_pod
+from app.nodes import NodeView
 from app.pods import PodInfo
 
 
@@ -17,7 +18,7 @@ def ineligibility(
     pod: PodInfo,
     *,
     namespace_labels: Mapping[str, str] | None,
-    node_labels: Mapping[str, str] | None,
+    node: NodeView | None,
     vpas: Iterable[Mapping[str, Any]],
     backed_off: bool = False,
 ) -> Ineligible | None:
@@ -31,7 +32,7 @@ def ineligibility(
         settings,
         pod,
         namespace_labels=namespace_labels,
-        node_labels=node_labels,
+        node=node,
         backed_off=backed_off,
         vpa_controls_limits=controlled,
     )

@@ -120,7 +120,7 @@ class Oracle:
                 cache.settings,
                 pod,
                 namespace_labels=cache.namespaces.get(pod.namespace),
-                node_labels=node.labels,
+                node=node,
                 vpas=(),
             )
             is None

@@ -123,6 +123,7 @@ _LISTS = {
     ],
     "/api/v1/resourcequotas": [],
     "/api/v1/limitranges": [],
+    "/apis/autoscaling.k8s.io/v1/verticalpodautoscalers": [],
     "/apis/kube-headroom.dev/v1alpha1/headroomconfigs": [
         {"metadata": {"name": "cluster", "generation": 1}, "spec": {"dryRun": False}}
     ],

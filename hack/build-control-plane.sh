@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane from Go modules into a cache keyed by version:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm.
-# Re-running is cheap: binaries already present are kept.
+# Re-running is cheap: binaries already present are kept. With the argument `helm`,
+# builds helm alone (all the unit tier's chart tests need).
 #
 #   K8S_VERSION   Kubernetes release to build (default: pinned below)
 #   HEADROOM_CACHE  cache root (default: ~/.cache/headroom)
@@ -127,15 +128,30 @@ fetch_crds() {
   touch "$crds/.complete"
 }
 
-build_etcd
-build_kubernetes
-go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-# helm's default capabilities (what `helm template` renders for) otherwise claim an
-# old Kubernetes; match the control plane so kubeVersion constraints hold offline.
-helm_k8s=""
-for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
-  helm_k8s="$helm_k8s -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor_num"
-done
-go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_k8s"
-fetch_crds
+build_helm() {
+  # helm's default capabilities (what `helm template` renders for) otherwise claim an
+  # old Kubernetes; match the control plane so kubeVersion constraints hold offline.
+  local helm_k8s="" p
+  for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    helm_k8s="$helm_k8s -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$minor_num"
+  done
+  go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$helm_k8s"
+}
+
+case "${1:-all}" in
+  helm)
+    build_helm
+    ;;
+  all)
+    build_etcd
+    build_kubernetes
+    go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    build_helm
+    fetch_crds
+    ;;
+  *)
+    echo "usage: $0 [helm]" >&2
+    exit 2
+    ;;
+esac
 echo "$bin"

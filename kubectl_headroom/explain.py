@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.config import Settings
-from app.eligibility import Ineligible
-from app.explain import explain, factor_text
+from app.eligibility import Ineligible, node_ineligibility, node_reason
+from app.explain import explain, factor_text, shown_slack
 from app.limitrange import limit_range_caps
+from app.nodes import node_facts
 from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
 from app.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
 from app.quantity import format_cpu_millis, parse_cpu_millis
@@ -36,6 +37,8 @@ class PodExplanation:
     pod: str
     node: str
     ineligible: Ineligible | None
+    # Why the node's pods are not managed, in words, when a node gate says so.
+    node_gate: str | None
     node_result: NodeResult
     result: PodResult | None
     bookings: Sequence[Booking]
@@ -50,6 +53,7 @@ class PodExplanation:
         return {
             "factor": ex.factor,
             "slack": f"{ex.slack_m}m",
+            **({"overbooked": f"{ex.overbooked_m}m"} if ex.overbooked_m else {}),
             "managedRequests": f"{ex.managed_m}m",
             "nodePods": ex.node_pods,
             "targetLimit": f"{ex.target_m}m",
@@ -72,7 +76,7 @@ def explain_pod(
     raw_pods = [p for p in node_pods if p["metadata"].get("uid") != target_uid]
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
     infos = [pod_info_from_dict(p) for p in raw_pods]
-    node_labels = node["metadata"].get("labels") or {}
+    facts = node_facts(node)
     managed: list[PodInfo] = []
     reasons: dict[str, Ineligible | None] = {}
     for info in infos:
@@ -80,7 +84,7 @@ def explain_pod(
             settings,
             info,
             namespace_labels=namespace_labels.get(info.namespace),
-            node_labels=node_labels,
+            node=facts,
             vpas=vpas.get(info.namespace, ()),
         )
         reasons[info.uid] = reason
@@ -111,10 +115,12 @@ def explain_pod(
         ),
         key=lambda b: (-b.request_m, b.pod),
     )
+    gate = node_ineligibility(settings, facts)
     return PodExplanation(
         pod=target.key,
         node=result.name,
         ineligible=reasons[target.uid],
+        node_gate=None if gate is None else node_reason(gate, facts),
         node_result=result,
         result=next((r for r in result.pods if r.pod.uid == target_uid), None),
         bookings=bookings,
@@ -152,6 +158,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     lines = [f"Pod {explanation.pod} on node {explanation.node}"]
     if explanation.ineligible is not None:
         lines.append(f"  not managed: {explanation.ineligible}")
+    if explanation.node_gate is not None:
+        lines.append(f"  node {explanation.node}: {explanation.node_gate}; its pods are left alone")
     lines += [
         "",
         f"Allocatable A = {_m(node.allocatable_m)}",
@@ -162,7 +170,7 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         lines.append(f"  {booking.pod:<50} {_m(booking.request_m):>8}  {marker}")
     lines += [
         f"Booked R = {_m(node.booked_m)}",
-        f"Slack S = A - R = {_m(node.slack_m)}",
+        _slack_line(node.slack_m),
         f"Managed M = {_m(node.managed_m)} over N = {node.pod_count} pod(s)",
         f"Factor F = 1 + S/M = {factor_text(node.factor)}",
     ]
@@ -196,6 +204,13 @@ def _m(millis: int) -> str:
     return f"{millis}m"
 
 
+def _slack_line(slack_m: int) -> str:
+    unbooked, overbooked = shown_slack(slack_m)
+    if not overbooked:
+        return f"Slack S = A - R = {_m(unbooked)}"
+    return f"Slack S = 0m: overbooked, R exceeds A by {_m(overbooked)}"
+
+
 def as_dict(explanation: PodExplanation) -> dict[str, Any]:
     """Machine-readable form; ``annotation`` holds the status annotation's fields."""
     node = explanation.node_result
@@ -205,9 +220,11 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "node": explanation.node,
         "managed": explanation.ineligible is None,
         "ineligible": None if explanation.ineligible is None else str(explanation.ineligible),
+        "nodeGate": explanation.node_gate,
         "allocatable": _m(node.allocatable_m),
         "booked": _m(node.booked_m),
-        "slack": _m(node.slack_m),
+        "slack": _m(shown_slack(node.slack_m)[0]),
+        "overbooked": _m(shown_slack(node.slack_m)[1]),
         "managedRequests": _m(node.managed_m),
         "nodePods": node.pod_count,
         "factor": factor_text(node.factor),

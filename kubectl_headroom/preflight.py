@@ -1,9 +1,10 @@
 """The runbook's preflight as pure checks over a ClusterState.
 
 Blockers are what would make Headroom misbehave if the namespace were enrolled
-now (a ``limits.cpu`` quota, a control plane or kubelet too old to resize, no
-cert-manager); warnings are what narrows what Headroom can do (Windows or
-static-CPU-manager nodes, LimitRange caps, VPAs that control limits).
+now (a ``limits.cpu`` quota, a control plane too old to resize, no cert-manager);
+warnings are what narrows what Headroom can do (nodes whose pods it leaves alone:
+Windows, kubelets older than 1.35 or of unknown version; nodes labelled as running a
+static CPU/Memory Manager; LimitRange caps; VPAs that control limits).
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from enum import StrEnum
 from typing import Any
 
 from app.config import Settings
-from app.eligibility import node_excluded, vpa_controls_limits
-from app.labels import OS_LABEL, OS_WINDOWS
+from app.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
 from app.limitrange import limit_range_caps
+from app.nodes import MINIMUM_RESIZE_TEXT, node_facts
 from app.quantity import format_cpu_millis
 from kubectl_headroom.state import ClusterState
-from kubectl_headroom.versions import MINIMUM, major_minor, supported
+from kubectl_headroom.versions import supported
 
 RUNBOOK = "docs/operator-runbook.md#preflight"
-_MIN = f"{MINIMUM[0]}.{MINIMUM[1]}"
+_MIN = MINIMUM_RESIZE_TEXT
 # Labels operators and node-feature tooling commonly use to mark nodes whose
 # kubelet runs a static CPU or Memory Manager policy.
 _STATIC_MANAGER_LABELS = (
@@ -94,40 +95,49 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return labels
 
 
+# The node gates Headroom applies by itself, as preflight findings: (check, fix).
+_NODE_GATES = {
+    Ineligible.WINDOWS_NODE: ("windows-node", "keep workloads that need Headroom on Linux nodes"),
+    Ineligible.KUBELET_TOO_OLD: (
+        "kubelet-version",
+        f"upgrade the node to {_MIN}+; its pods are managed from then on",
+    ),
+    Ineligible.KUBELET_VERSION_UNKNOWN: (
+        "kubelet-version",
+        "check the node's kubelet; its pods are managed once it reports a version "
+        f"of {_MIN} or newer",
+    ),
+}
+
+
 def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
     for node in state.nodes:
         name = node["metadata"]["name"]
-        labels = _labels(node)
-        if labels.get(OS_LABEL) == OS_WINDOWS:
+        facts = node_facts(node)
+        gate = node_ineligibility(settings, facts)
+        if gate is Ineligible.NODE_EXCLUDED:
+            continue
+        if gate is not None:
+            check, fix = _NODE_GATES[gate]
             yield Finding(
-                "windows-node",
+                check,
                 Severity.WARNING,
                 f"node/{name}",
-                "Windows node: in-place resize is unsupported, so its pods are never managed",
-                "keep workloads that need Headroom on Linux nodes",
+                f"{node_reason(gate, facts)}: Headroom leaves its pods alone",
+                fix,
             )
             continue
+        labels = _labels(node)
         static = [key for key in _STATIC_MANAGER_LABELS if labels.get(key, "").lower() == "static"]
-        if static and not node_excluded(settings, labels):
+        if static:
             yield Finding(
                 "static-resource-manager",
                 Severity.WARNING,
                 f"node/{name}",
-                f"labelled {static[0]}=static: resize is refused under a static CPU/Memory "
-                "Manager policy",
+                f"labelled {static[0]}=static: the kubelet refuses resizes of Guaranteed pods "
+                "under a static CPU/Memory Manager policy; Headroom manages only Burstable "
+                "pods, but exclude the node if its pods should keep fixed limits",
                 "add the node to spec.excludedNodeSelector in HeadroomConfig/cluster",
-            )
-        if node_excluded(settings, labels):
-            continue
-        kubelet = str(node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", ""))
-        if supported(kubelet) is False:
-            version = major_minor(kubelet)
-            yield Finding(
-                "kubelet-version",
-                Severity.BLOCKER,
-                f"node/{name}",
-                f"kubelet {kubelet} ({version}) cannot actuate an in-place resize (needs ≥ {_MIN})",
-                f"upgrade the node to {_MIN}+ or exclude it with spec.excludedNodeSelector",
             )
 
 

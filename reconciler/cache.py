@@ -27,6 +27,7 @@ from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
 from app.eligibility import namespace_enrolled
 from app.labels import CONFIG_NAME
 from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.nodes import node_facts
 from app.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
 from app.quantity import QuantityError, parse_cpu_millis
 
@@ -50,6 +51,9 @@ class NodeRecord:
     name: str
     allocatable_m: int
     labels: Mapping[str, str]
+    # status.nodeInfo: the node gates read them (app.nodes).
+    kubelet_version: str
+    operating_system: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +80,13 @@ def node_record_from_dict(obj: Mapping[str, Any]) -> NodeRecord:
         allocatable_m = parse_cpu_millis(str(allocatable)) if allocatable is not None else 0
     except QuantityError:
         allocatable_m = 0
+    facts = node_facts(obj)
     return NodeRecord(
         name=metadata.get("name") or "",
         allocatable_m=allocatable_m,
-        labels=metadata.get("labels") or {},
+        labels=facts.labels,
+        kubelet_version=facts.kubelet_version,
+        operating_system=facts.operating_system,
     )
 
 
@@ -328,7 +335,8 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 
 def pod_key(pod: PodWire) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+    metadata = pod.metadata
+    return "/" if metadata is None else f"{metadata.namespace or ''}/{metadata.name or ''}"
 
 
 T = TypeVar("T")

@@ -77,12 +77,11 @@ class WriteGate:
         cached = self._cache.pods.get(planned.key)
         if cached is None or cached.uid != planned.uid:
             return POD_GONE
-        node = self._cache.nodes.get(cached.node_name)
         reason = ineligibility(
             config.settings,
             cached,
             namespace_labels=self._cache.namespaces.get(cached.namespace),
-            node_labels=None if node is None else node.labels,
+            node=self._cache.nodes.get(cached.node_name),
             vpas=self._cache.vpas(cached.namespace),
         )
         return None if reason is None else str(reason)

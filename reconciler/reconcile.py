@@ -147,7 +147,7 @@ class NodeReconciler:
             settings,
             pod,
             namespace_labels=self._cache.namespaces.get(pod.namespace),
-            node_labels=node.labels,
+            node=node,
             vpas=self._cache.vpas(pod.namespace),
         )
         return reason is not None
@@ -196,7 +196,7 @@ class NodeReconciler:
 
     def _record(self, node_name: str, result: NodeResult, *, deferred: int) -> None:
         self._metrics.node_factor.labels(node=node_name).set(float(result.factor))
-        self._metrics.node_slack_cores.labels(node=node_name).set(result.slack_m / 1000)
+        self._metrics.node_slack_cores.labels(node=node_name).set(max(result.slack_m, 0) / 1000)
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
         # to chart.
         limited = [r for r in result.pods if r.target_m > 0]

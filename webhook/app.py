@@ -2,10 +2,12 @@
 
 Every request ends in a deliberate answer. Input that is not an AdmissionReview we accept
 gets a 4xx with a message (413 too large, 415 not JSON, 400 malformed, 422 a review of a
-kind the endpoint does not handle). A handler that fails unexpectedly is logged and
-answered in-band: the mutating webhook admits the pod unchanged with a warning (a pod
-without a seeded limit is what failurePolicy Ignore gives anyway), the validating ones
-deny with code 500 and a retryable message. Never a 500 with a traceback.
+kind the endpoint does not handle, or whose object does not have the shape its handler
+reads, every misfit named by path; a body too slow is the transport's, see
+``webhook.transport``). A handler that fails unexpectedly
+is logged and answered in-band: the mutating webhook admits the pod unchanged with a
+warning (a pod without a seeded limit is what failurePolicy Ignore gives anyway), the
+validating ones deny with code 500 and a retryable message. Never a 500 with a traceback.
 """
 
 import logging
@@ -20,14 +22,15 @@ from starlette.requests import ClientDisconnect
 
 from app.labels import CONFIG_KIND, GROUP
 from webhook.cache import ClusterCache
-from webhook.envelope import AdmissionRequest, BadReview, build_response, parse_review
+from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config
 from webhook.handlers.decision import Decision
-from webhook.handlers.namespaces import review_namespace
-from webhook.handlers.pods import review_pod
-from webhook.handlers.quotas import review_quota
+from webhook.handlers.namespaces import NAMESPACE_SHAPE, review_namespace
+from webhook.handlers.pods import POD_SHAPE, review_pod
+from webhook.handlers.quotas import QUOTA_SHAPE, review_quota
 from webhook.health import Health
 from webhook.metrics import Endpoint, Result, WebhookMetrics
+from webhook.shapes import ANYTHING, Shape, problems, summary
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,9 @@ class _Route:
     kind: str
     mutating: bool
     review: Review
+    # What the handler reads of request.object and request.oldObject.
+    object_shape: Shape = ANYTHING
+    old_object_shape: Shape = ANYTHING
 
 
 def create_app(
@@ -67,11 +73,27 @@ def create_app(
     async def pods(request: AdmissionRequest) -> Decision:
         return await review_pod(request, cluster=cluster)
 
+    # The config handler reads no field blindly: the validator checks every one.
     routes = [
-        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods),
+        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods, object_shape=POD_SHAPE),
         _Route(Endpoint.VALIDATE_CONFIG, GROUP, CONFIG_KIND, mutating=False, review=config),
-        _Route(Endpoint.VALIDATE_QUOTAS, "", "ResourceQuota", mutating=False, review=quotas),
-        _Route(Endpoint.VALIDATE_NAMESPACES, "", "Namespace", mutating=False, review=namespaces),
+        _Route(
+            Endpoint.VALIDATE_QUOTAS,
+            "",
+            "ResourceQuota",
+            mutating=False,
+            review=quotas,
+            object_shape=QUOTA_SHAPE,
+        ),
+        _Route(
+            Endpoint.VALIDATE_NAMESPACES,
+            "",
+            "Namespace",
+            mutating=False,
+            review=namespaces,
+            object_shape=NAMESPACE_SHAPE,
+            old_object_shape=NAMESPACE_SHAPE,
+        ),
     ]
     for route in routes:
         # A plain Starlette route: FastAPI's parameter resolution added about a third to
@@ -103,6 +125,7 @@ def _admission_endpoint(
         try:
             review = parse_review(await _read_body(request, limit=max_body_bytes))
             _check_kind(review, route)
+            _check_shape(review, route)
         except BadReview as err:
             metrics.observe(
                 endpoint=route.endpoint,
@@ -173,11 +196,22 @@ def _too_large(limit: int) -> str:
 
 def _check_kind(review: AdmissionRequest, route: _Route) -> None:
     if (review.kind.group, review.kind.kind) != (route.group, route.kind):
-        got = f"{review.kind.group}/{review.kind.kind}".lstrip("/")
+        got = cut(f"{review.kind.group}/{review.kind.kind}".lstrip("/"))
         want = f"{route.group}/{route.kind}".lstrip("/")
         raise BadReview(
             f"{route.endpoint} reviews {want}, got {got}; check the webhook configuration's rules",
             status=422,
+        )
+
+
+def _check_shape(review: AdmissionRequest, route: _Route) -> None:
+    found = [
+        *problems(review.object, route.object_shape, path="request.object"),
+        *problems(review.old_object, route.old_object_shape, path="request.oldObject"),
+    ]
+    if found:
+        raise BadReview(
+            f"{route.endpoint} cannot read this {route.kind}: {summary(found)}", status=422
         )
 
 
@@ -207,4 +241,11 @@ def _object_name(review: AdmissionRequest) -> str:
 
 def _failure_status(status: int, message: str) -> Response:
     body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": message}
-    return Response(orjson.dumps({**body, "code": status}), status, media_type="application/json")
+    # The rest of a body too large is not worth reading: close the connection instead.
+    headers = {"connection": "close"} if status == 413 else None
+    return Response(
+        orjson.dumps({**body, "code": status}),
+        status,
+        headers=headers,
+        media_type="application/json",
+    )

@@ -1,10 +1,13 @@
 """Watch-fed cache of what the admission handlers read, so no request waits on the API server.
 
 It keeps namespace labels, which ResourceQuotas hold ``limits.cpu``, the CPU caps of each
-namespace's LimitRanges, and the HeadroomConfig ``cluster``. Each is listed (in pages)
-then watched with ``kubernetes.aio`` on the event loop: no threads, and the objects are
-decoded into plain dicts and reduced to the few fields the handlers need. The cache
-answers for a resource once its initial list is done; readiness waits for all four.
+namespace's LimitRanges, the VerticalPodAutoscalers (their target and the policies that
+say whether they set limits), and the HeadroomConfig ``cluster``. Each is listed (in
+pages) then watched on the event loop: no threads, and the objects are decoded into
+plain dicts and reduced to the few fields the handlers need. The cache answers for a
+resource once its initial list is done; readiness waits for all five. Where the VPA API
+is not installed, there are no VPAs: that counts as listed, and the API is looked for
+again every ``_ABSENT_RETRY_SECONDS``.
 
 When the cache cannot answer
 ----------------------------
@@ -46,6 +49,9 @@ _PAGE_SIZE: Final = 500
 _MIN_BACKOFF_SECONDS: Final = 1.0
 _MAX_BACKOFF_SECONDS: Final = 30.0
 _CONFIG_PATH: Final = f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}"
+_VPA_GROUP_PATH: Final = "/apis/autoscaling.k8s.io/v1"
+_ABSENT_RETRY_SECONDS: Final = 30.0
+_NOT_FOUND: Final = 404
 
 
 class Unavailable(Exception):
@@ -66,6 +72,7 @@ class Resource(StrEnum):
     NAMESPACES = "namespaces"
     RESOURCE_QUOTAS = "resourcequotas"
     LIMIT_RANGES = "limitranges"
+    VPAS = "verticalpodautoscalers"
     CONFIG = "headroomconfig"
 
 
@@ -79,6 +86,7 @@ _COLLECTIONS: Final = {
     Resource.NAMESPACES: _Collection("/api/v1/namespaces", {}),
     Resource.RESOURCE_QUOTAS: _Collection("/api/v1/resourcequotas", {}),
     Resource.LIMIT_RANGES: _Collection("/api/v1/limitranges", {}),
+    Resource.VPAS: _Collection(f"{_VPA_GROUP_PATH}/verticalpodautoscalers", {}),
     Resource.CONFIG: _Collection(_CONFIG_PATH, {"fieldSelector": f"metadata.name={CONFIG_NAME}"}),
 }
 
@@ -112,6 +120,8 @@ class ClusterCache:
         # namespace -> LimitRange name -> object, and the caps they add up to
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._caps: dict[str, LimitRangeCaps] = {}
+        # namespace -> VPA name -> the fields the VPA gate reads
+        self._vpas: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._settings: Settings | ConfigError = DEFAULT_SETTINGS
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -178,6 +188,19 @@ class ClusterCache:
         )
         return limit_range_caps(ranges.get("items") or ())
 
+    async def vpas(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The namespace's VerticalPodAutoscalers; none where the VPA API is not installed."""
+        if self._synced[Resource.VPAS]:
+            return list(self._vpas.get(namespace, {}).values())
+        try:
+            listed = await self._fallback(
+                f"{_VPA_GROUP_PATH}/namespaces/{namespace}/verticalpodautoscalers",
+                what=f"VerticalPodAutoscalers of {namespace}",
+            )
+        except _NotFound:
+            return []
+        return [_vpa_view(vpa) for vpa in listed.get("items") or ()]
+
     async def _read_config(self) -> Mapping[str, Any] | None:
         try:
             return await self._fallback(
@@ -217,6 +240,10 @@ class ClusterCache:
             self._caps = {}
             for limit_range in objects:
                 self._upsert_limit_range(limit_range)
+        elif resource is Resource.VPAS:
+            self._vpas = {}
+            for vpa in objects:
+                self._upsert_vpa(vpa)
         else:
             configs = [o for o in objects if _metadata(o).get("name") == CONFIG_NAME]
             self._settings = _settings_or_error(configs[0] if configs else None)
@@ -246,6 +273,11 @@ class ClusterCache:
                 )
             else:
                 self._upsert_limit_range(obj)
+        elif resource is Resource.VPAS:
+            if deleted:
+                self._vpas.get(namespace, {}).pop(name, None)
+            else:
+                self._upsert_vpa(obj)
         elif name == CONFIG_NAME:
             self._settings = _settings_or_error(None if deleted else obj)
 
@@ -264,6 +296,11 @@ class ClusterCache:
         ranges[str(metadata.get("name"))] = {"spec": limit_range.get("spec") or {}}
         self._caps[namespace] = limit_range_caps(ranges.values())
 
+    def _upsert_vpa(self, vpa: Mapping[str, Any]) -> None:
+        metadata = _metadata(vpa)
+        namespace = str(metadata.get("namespace") or "")
+        self._vpas.setdefault(namespace, {})[str(metadata.get("name"))] = _vpa_view(vpa)
+
     # -- list and watch ----------------------------------------------------------------
 
     async def _run(self, resource: Resource) -> None:
@@ -277,6 +314,11 @@ class ClusterCache:
             except ApiError as err:
                 if err.status == 410:
                     logger.info("watch of %s expired; listing again", resource)
+                    continue
+                if err.status == _NOT_FOUND and resource is Resource.VPAS:
+                    # No VPA API: no VPAs. Installing it later is noticed here.
+                    self.replace(resource, [])
+                    await asyncio.sleep(_ABSENT_RETRY_SECONDS)
                     continue
                 logger.warning(
                     "list/watch of %s failed: %s; retrying in %.0fs", resource, err, delay
@@ -319,6 +361,21 @@ class ClusterCache:
 
 class _NotFound(Unavailable):
     pass
+
+
+def _vpa_view(vpa: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What ``app.eligibility``'s VPA gate reads of a VerticalPodAutoscaler."""
+    spec = vpa.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    metadata = _metadata(vpa)
+    return {
+        "metadata": {"namespace": metadata.get("namespace"), "name": metadata.get("name")},
+        "spec": {
+            field: spec[field]
+            for field in ("targetRef", "updatePolicy", "resourcePolicy")
+            if field in spec
+        },
+    }
 
 
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:

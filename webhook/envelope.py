@@ -7,11 +7,15 @@ from typing import Any, Final, Literal, NotRequired, TypedDict, cast
 
 import orjson
 
+from webhook.shapes import kind_of
+
 API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 _OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+# How much of a caller's string an error message repeats.
+_SHOWN_CHARS: Final = 64
 
 
 class BadReview(ValueError):
@@ -70,10 +74,10 @@ def parse_review(body: bytes) -> AdmissionRequest:
     if not isinstance(review, dict):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     if review.get("kind") != KIND:
-        raise BadReview(f"kind must be {KIND}, got {review.get('kind')!r}")
+        raise BadReview(f"kind must be {KIND}, got {shown(review.get('kind'))}")
     if review.get("apiVersion") != API_VERSION:
         raise BadReview(
-            f"apiVersion must be {API_VERSION}, got {review.get('apiVersion')!r}; "
+            f"apiVersion must be {API_VERSION}, got {shown(review.get('apiVersion'))}; "
             "the webhook configuration must list admissionReviewVersions: [v1]"
         )
     request = review.get("request")
@@ -85,7 +89,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
     operation = request.get("operation")
     if not isinstance(operation, str) or operation not in _OPERATIONS:
         raise BadReview(
-            f"request.operation must be one of {sorted(_OPERATIONS)}, got {operation!r}"
+            f"request.operation must be one of {', '.join(sorted(_OPERATIONS))}, "
+            f"got {shown(operation)}"
         )
     return AdmissionRequest(
         uid=uid,
@@ -97,6 +102,17 @@ def parse_review(body: bytes) -> AdmissionRequest:
         old_object=_optional_object(request, "oldObject"),
         dry_run=_optional_bool(request, "dryRun"),
     )
+
+
+def cut(text: str) -> str:
+    """A caller's string, cut short for an error message."""
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}..."
+
+
+def shown(value: object) -> str:
+    """A caller's value for an error message: a string quoted and cut short, anything
+    else by its kind alone (a value nested a thousand deep must not be formatted)."""
+    return repr(cut(value)) if isinstance(value, str) else kind_of(value)
 
 
 def _gvk(value: object) -> GroupVersionKind:

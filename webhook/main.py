@@ -12,7 +12,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import uvloop
 from prometheus_client import CollectorRegistry
 
 from app.kube.config import KubeConfigError, async_api_client
@@ -25,6 +24,7 @@ from webhook.app import create_app
 from webhook.cache import ClusterCache
 from webhook.health import Health, ProbeApp
 from webhook.metrics import WebhookMetrics
+from webhook.transport import DeadlineProtocol, HandshakeDeadlineLoop
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(log_format=args.log_format, level=args.log_level)
     try:
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        with asyncio.Runner(loop_factory=HandshakeDeadlineLoop) as runner:
             return runner.run(_serve(args))
     except (CertificateError, KubeConfigError, ListenError) as err:
         logger.error("cannot start: %s", err)
@@ -118,6 +118,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 port=port,
                 certificates=certificates,
                 keep_alive_seconds=_KEEP_ALIVE_SECONDS,
+                http_protocol=DeadlineProtocol,
             ),
             metrics_listener(
                 bind_address=args.metrics_bind_address,
@@ -132,6 +133,7 @@ async def _serve(args: argparse.Namespace) -> int:
                 host=probe_host,
                 port=probe_port,
                 certificates=None,
+                http_protocol=DeadlineProtocol,
             ),
         ]
         for listener in listeners:

@@ -401,6 +401,12 @@ class _Reader:
             self.error(f"{path}.name", "must be a non-empty string")
         if len(self.errors) > before:
             return None
+        if api_group == "":
+            self.warn(
+                f"{path}.apiGroup",
+                f'"" matches only {kind} owners in the core group (apiVersion "v1"); '
+                f"omit apiGroup to match {kind} owners in any group",
+            )
         return OwnerExclusion(kind=str(kind), api_group=api_group, name=name)
 
 

@@ -6,13 +6,17 @@ blocked by a quota that predates this webhook.
 """
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from app.config import Settings
 from app.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
+from webhook.shapes import STRING_MAP, Shape, fields
+
+# What this handler reads of the namespace, new and old.
+NAMESPACE_SHAPE: Final[Shape] = fields(metadata=fields(labels=STRING_MAP))
 
 
 async def review_namespace(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:

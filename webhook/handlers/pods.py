@@ -1,18 +1,68 @@
 """``/mutate/pods``: seed a birth CPU limit on new pods in managed namespaces (design §6).
 
 Only CREATE, only when ``webhook.enabled`` and not ``dryRun``, only for pods Headroom
-would manage. The JSONPatch touches nothing but the seeded ``limits.cpu`` values (see
-``webhook.patch``); no patch when nothing was seeded.
+would manage: that includes the VPA gate, so a pod whose VerticalPodAutoscaler sets
+limits is born as its owner wrote it. The JSONPatch touches nothing but the seeded
+``limits.cpu`` values (see ``webhook.patch``); no patch when nothing was seeded.
 """
 
-from app.eligibility import pod_ineligibility
+from typing import Final
+
 from app.pods import pod_info_from_dict
 from app.policy import seed_limits
+from app.quantity import QuantityError
+from app.selection import ineligibility
 from webhook.cache import ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch
+from webhook.shapes import (
+    BOOLEAN,
+    INTEGER,
+    QUANTITY,
+    STRING,
+    STRING_MAP,
+    Shape,
+    fields,
+    list_of,
+    map_of,
+)
+
+_QUANTITIES: Final = map_of(QUANTITY)
+_CONTAINER: Final = fields(
+    name=STRING,
+    restartPolicy=STRING,
+    resources=fields(requests=_QUANTITIES, limits=_QUANTITIES),
+    resizePolicy=list_of(fields(resourceName=STRING, restartPolicy=STRING)),
+)
+# Everything of a pod that this handler reads (through ``pod_info_from_dict`` and
+# ``limits_patch``).
+POD_SHAPE: Final[Shape] = fields(
+    metadata=fields(
+        name=STRING,
+        namespace=STRING,
+        uid=STRING,
+        generation=INTEGER,
+        deletionTimestamp=STRING,
+        labels=STRING_MAP,
+        annotations=STRING_MAP,
+        ownerReferences=list_of(
+            fields(apiVersion=STRING, kind=STRING, name=STRING, controller=BOOLEAN)
+        ),
+    ),
+    spec=fields(
+        nodeName=STRING,
+        containers=list_of(_CONTAINER),
+        initContainers=list_of(_CONTAINER),
+    ),
+    status=fields(
+        phase=STRING,
+        qosClass=STRING,
+        observedGeneration=INTEGER,
+        conditions=list_of(fields(type=STRING, status=STRING, reason=STRING, message=STRING)),
+    ),
+)
 
 
 async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
@@ -25,22 +75,20 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
             return allow()
         namespace_labels = await cluster.namespace_labels(request.namespace)
         limit_range = await cluster.limit_range_caps(request.namespace)
+        vpas = await cluster.vpas(request.namespace)
     except Unavailable as err:
         return unchecked(f"Headroom did not seed a CPU limit: {err}")
     metadata = pod.get("metadata") or {}
     # The object may omit its namespace; the request names it.
-    info = pod_info_from_dict({**pod, "metadata": {**metadata, "namespace": request.namespace}})
+    try:
+        info = pod_info_from_dict({**pod, "metadata": {**metadata, "namespace": request.namespace}})
+    except QuantityError as err:
+        # The API server refuses such a pod after admission; nothing to seed.
+        return allow(warnings=[f"Headroom did not seed a CPU limit: {err}"])
     warnings = [info.max_cpu_warning] if info.max_cpu_warning else []
-    # A pod being created is unbound and has no resize history, and this webhook does not
-    # watch VPAs: the node, back-off and VPA gates are the reconciler's.
-    if pod_ineligibility(
-        settings,
-        info,
-        namespace_labels=namespace_labels,
-        node_labels=None,
-        backed_off=False,
-        vpa_controls_limits=False,
-    ):
+    # A pod being created is unbound and has no resize history: the node and back-off
+    # gates are the reconciler's.
+    if ineligibility(settings, info, namespace_labels=namespace_labels, node=None, vpas=vpas):
         return allow(warnings=warnings)
     limits = seed_limits(info, settings, limit_range=limit_range)
     if not limits:

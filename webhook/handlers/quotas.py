@@ -5,10 +5,16 @@ budget, so the fix is to quota ``requests.cpu`` instead. Removing the key is alw
 allowed; quotas in namespaces Headroom does not manage are none of its business.
 """
 
+from typing import Final
+
 from app.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable, has_limits_cpu
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
+from webhook.shapes import ANYTHING, Shape, fields, map_of
+
+# What this handler reads of the quota: whether spec.hard holds limits.cpu.
+QUOTA_SHAPE: Final[Shape] = fields(spec=fields(hard=map_of(ANYTHING)))
 
 
 async def review_quota(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:

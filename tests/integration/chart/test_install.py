@@ -24,7 +24,8 @@ from app.labels import CONFIG_NAME
 from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
 
-IMG = "registry.example/kube-headroom:test"
+# A registry with a port: the port is not the tag.
+IMG = "registry.example:5000/kube-headroom:test"
 CRD_RELEASE = "kube-headroom-crds"
 CA_INJECTION = "cert-manager.io/inject-ca-from"
 RELEASE_PODS = f"app.kubernetes.io/instance={RELEASE}"
@@ -298,3 +299,39 @@ def test_operator_chart_variant_is_accepted_as_rendered(
     assert_stored_as_rendered(control_plane, objects)
     assert_available(control_plane, objects)
     assert_tokens_issued(control_plane, objects)
+
+
+def test_headroom_config_create_never_resets_a_live_config(
+    control_plane: Cluster, helm: Path, clean_install: None
+) -> None:
+    """With headroomConfig.create=true, install creates the config; an upgrade with the
+    value still set leaves an operator's edits alone; a deleted config comes back."""
+    upgrade = [
+        "upgrade", "--install", RELEASE, "chart/kube-headroom",
+        f"--namespace={RELEASE_NAMESPACE}", "--create-namespace", "--wait",
+        # The simulated webhook pods serve nothing; the config webhook would fail closed.
+        "--set=webhook.enable=false", "--set=headroomConfig.create=true",
+    ]  # fmt: skip
+
+    def config() -> dict[str, Any]:
+        stored: dict[str, Any] = json.loads(
+            control_plane.kubectl("get", "hcfg", CONFIG_NAME, "-o", "json")
+        )
+        return stored
+
+    run_helm(control_plane, helm, *upgrade)
+    assert config()["spec"]["dryRun"] is True
+    control_plane.kubectl(
+        "patch", "hcfg", CONFIG_NAME, "--type=merge", "-p", '{"spec":{"dryRun":false}}'
+    )
+    enforcing = config()
+
+    run_helm(control_plane, helm, *upgrade)
+    after = config()
+    assert after["spec"]["dryRun"] is False
+    assert after["metadata"]["uid"] == enforcing["metadata"]["uid"]
+    assert after["metadata"]["generation"] == enforcing["metadata"]["generation"]
+
+    control_plane.kubectl("delete", "hcfg", CONFIG_NAME)
+    run_helm(control_plane, helm, *upgrade)
+    assert config()["spec"]["dryRun"] is True

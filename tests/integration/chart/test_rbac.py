@@ -23,7 +23,6 @@ from app.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, CONFIG_PLURAL, GRO
 from devcluster.controlplane import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
 from tests.integration.rbac import (
-    APPLY_PATCH,
     JSON,
     JSON_PATCH,
     MERGE_PATCH,
@@ -77,16 +76,6 @@ def pod_manifest(
                 }
             ],
         },
-    }
-
-
-def resize_body(*, namespace: str, pod: str, container: str, cpu: str) -> dict[str, Any]:
-    """The reconciler's write: server-side apply naming only one container's limits.cpu."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod, "namespace": namespace},
-        "spec": {"containers": [{"name": container, "resources": {"limits": {"cpu": cpu}}}]},
     }
 
 
@@ -284,17 +273,17 @@ CAN_I = [
     ask(RECONCILER, "list", "resourcequotas", allowed=False),
     ask(RECONCILER, "create", "serviceaccounts", subresource="token", allowed=False),
     ask(RECONCILER, "impersonate", "serviceaccounts", allowed=False),
-    # Webhook (§6): reads enrolment, quotas, LimitRanges and the config; writes nothing.
+    # Webhook (§6): reads enrolment, quotas, LimitRanges, VPAs and the config; writes nothing.
     *(
         ask(WEBHOOK, verb, resource, allowed=True)
-        for resource in ("namespaces", "resourcequotas", "limitranges", CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
         for verb in READ
     ),
     ask(WEBHOOK, "create", "tokenreviews.authentication.k8s.io", allowed=True),
     ask(WEBHOOK, "create", "subjectaccessreviews.authorization.k8s.io", allowed=True),
     *(
         ask(WEBHOOK, verb, resource, allowed=False)
-        for resource in ("namespaces", "resourcequotas", "limitranges", CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
         for verb in ("create", "update", "patch", "delete")
     ),
     ask(WEBHOOK, "patch", CONFIGS, subresource="status", allowed=False),
@@ -561,32 +550,6 @@ def test_real_request(
         content_type=request_.content_type,
     )
     assert result.status == status, result.message
-
-
-def test_reconciler_resizes_limits_cpu_through_the_subresource(
-    control_plane: Cluster, tokens: dict[ServiceAccount, str], workload: Workload
-) -> None:
-    result = request_as(
-        control_plane,
-        token=tokens[RECONCILER],
-        method="PATCH",
-        path=f"/api/v1/namespaces/{workload.namespace}/pods/{workload.pod}/resize"
-        "?fieldManager=headroom&force=true",
-        body=resize_body(
-            namespace=workload.namespace, pod=workload.pod, container="app", cpu="300m"
-        ),
-        content_type=APPLY_PATCH,
-    )
-    assert result.status == 200, result.message
-    stored = json.loads(
-        control_plane.kubectl(
-            "get", "pod", workload.pod, f"--namespace={workload.namespace}", "-o", "json"
-        )
-    )
-    assert stored["spec"]["containers"][0]["resources"] == {
-        "requests": {"cpu": "100m", "memory": "64Mi"},
-        "limits": {"cpu": "300m"},
-    }
 
 
 def test_a_policy_denial_names_the_policy(

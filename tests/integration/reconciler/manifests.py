@@ -11,8 +11,8 @@ Obj = dict[str, Any]
 RESERVED_TAINT: Obj = {"key": "headroom.test/reserved", "value": "true", "effect": "NoSchedule"}
 
 
-def reserved_node(name: str, *, cpu: str = "16") -> Obj:
-    node = simulated_node(name, cpu=cpu)
+def reserved_node(name: str, *, cpu: str = "16", kubelet_version: str | None = None) -> Obj:
+    node = simulated_node(name, cpu=cpu, kubelet_version=kubelet_version)
     node["spec"]["taints"] = [RESERVED_TAINT]
     return node
 

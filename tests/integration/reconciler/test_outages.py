@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from app.config import DEFAULT_SETTINGS, Settings, parse_config
+from app.nodes import node_facts
 from app.pods import booked_cpu_m, pod_info_from_dict
 from app.policy import NodeInput, compute_node
 from app.quantity import parse_cpu_millis
@@ -149,7 +150,7 @@ class Oracle:
                     settings,
                     info,
                     namespace_labels=labels,
-                    node_labels=node["metadata"].get("labels") or {},
+                    node=node_facts(node),
                     vpas=(),
                 )
                 is None

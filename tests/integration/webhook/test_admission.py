@@ -161,3 +161,67 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     assert admin.status_code == 200
     assert 'headroom_webhook_requests_total{endpoint="/mutate/pods",result="patched"}' in admin.text
     assert SCOPE_LABEL not in admin.text
+
+
+def _owned_by_deployment_web(name: str) -> dict[str, object]:
+    """A pod as a Deployment ``web`` creates it, through its ReplicaSet."""
+    obj = pod(name)
+    obj["metadata"]["ownerReferences"] = [  # type: ignore[index]
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": "web-5d8f7c9b4",
+            "uid": str(uuid.uuid4()),
+            "controller": True,
+        }
+    ]
+    return obj
+
+
+def _seeded_cpu_limit(cluster: Cluster, namespace: str) -> str | None:
+    """The pod's CPU limit after admission (server-side dry run: nothing is stored)."""
+    result = kubectl_result(
+        cluster, "create", "-n", namespace, "--dry-run=server", "-o", "json",
+        obj=_owned_by_deployment_web("web-5d8f7c9b4-x1y2z"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    limits = json.loads(result.stdout)["spec"]["containers"][0]["resources"]["limits"]
+    return limits.get("cpu")
+
+
+def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
+    control_plane: Cluster,
+    third_party_crds: list[str],
+    enforcing: Callable[[str], None],
+    managed_namespace: str,
+) -> None:
+    """A VPA in its default mode (RequestsAndLimits) owns the pod's limits: the webhook
+    leaves them as the owner wrote them, as the reconciler does. RequestsOnly gives CPU
+    limits back to Headroom."""
+    enforcing(managed_namespace)
+    vpa = {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": "web"},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+    }
+    control_plane.kubectl("create", "-n", managed_namespace, "-f", "-", input=json.dumps(vpa))
+    eventually(
+        lambda: _seeded_cpu_limit(control_plane, managed_namespace) is None,
+        what="the webhook to see the VPA",
+    )
+    requests_only = {
+        "spec": {
+            "resourcePolicy": {
+                "containerPolicies": [{"containerName": "*", "controlledValues": "RequestsOnly"}]
+            }
+        }
+    }
+    control_plane.kubectl(
+        "patch", "vpa", "web", "-n", managed_namespace, "--type=merge",
+        "-p", json.dumps(requests_only),
+    )  # fmt: skip
+    eventually(
+        lambda: _seeded_cpu_limit(control_plane, managed_namespace) == "1",
+        what="a RequestsOnly VPA to leave CPU limits to Headroom",
+    )

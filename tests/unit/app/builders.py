@@ -155,7 +155,13 @@ def node(
     cpu: str = "16",
     memory: str = "64Gi",
     labels: Mapping[str, str] | None = None,
+    kubelet_version: str | None = "v1.37.2",
+    operating_system: str = "linux",
 ) -> Obj:
+    """A Ready node whose kubelet reports ``kubelet_version`` (None: reports nothing)."""
+    node_info = {"operatingSystem": operating_system, "architecture": "amd64"}
+    if kubelet_version is not None:
+        node_info["kubeletVersion"] = kubelet_version
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -168,6 +174,7 @@ def node(
         "status": {
             "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
             "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "nodeInfo": node_info,
         },
     }
 

@@ -7,30 +7,41 @@ from app.config import DEFAULT_SETTINGS, OwnerExclusion, Settings, parse_label_s
 from app.eligibility import (
     Ineligible,
     namespace_enrolled,
-    node_excluded,
+    node_ineligibility,
+    node_reason,
     owner_excluded,
     pod_ineligibility,
     vpa_controls_limits,
     vpa_targets_pod,
 )
 from app.labels import MIRROR_POD_ANNOTATION, MODE_LABEL
+from app.nodes import NodeFacts
 from tests.unit.app.builders import container, owner_ref, pod_info, vpa
 
 MANAGED = {MODE_LABEL: "managed"}
 LINUX = {"kubernetes.io/os": "linux"}
+KUBELET = "v1.37.2"
+
+
+def node(
+    labels: dict[str, str] | None = None, *, kubelet: str = KUBELET, os: str = "linux"
+) -> NodeFacts:
+    return NodeFacts(
+        labels=LINUX if labels is None else labels, kubelet_version=kubelet, operating_system=os
+    )
 
 
 def gates(settings: Settings = DEFAULT_SETTINGS, **overrides: Any) -> Ineligible | None:
     """``pod_ineligibility`` for a pod built from ``overrides``, everything else passing."""
     namespace_labels = overrides.pop("namespace_labels", MANAGED)
-    node_labels = overrides.pop("node_labels", LINUX)
+    node_facts = overrides.pop("node", node())
     backed_off = overrides.pop("backed_off", False)
     vpa_limits = overrides.pop("vpa_controls_limits", False)
     return pod_ineligibility(
         settings,
         pod_info(**overrides),
         namespace_labels=namespace_labels,
-        node_labels=node_labels,
+        node=node_facts,
         backed_off=backed_off,
         vpa_controls_limits=vpa_limits,
     )
@@ -126,11 +137,21 @@ GUARANTEED = container(cpu_request="1", cpu_limit="1", memory_request="1Gi", mem
             id="not-required",
         ),
         pytest.param(
-            {"node_labels": {"kubernetes.io/os": "windows"}},
-            Ineligible.NODE_EXCLUDED,
-            id="windows-node",
+            {"node": node({"kubernetes.io/os": "windows"})},
+            Ineligible.WINDOWS_NODE,
+            id="windows-node-by-label",
         ),
-        pytest.param({"node_labels": None}, None, id="unbound-skips-node-gate"),
+        pytest.param(
+            {"node": node({}, os="windows")}, Ineligible.WINDOWS_NODE, id="windows-node-by-status"
+        ),
+        pytest.param(
+            {"node": node(kubelet="v1.34.2")}, Ineligible.KUBELET_TOO_OLD, id="kubelet-1.34"
+        ),
+        pytest.param(
+            {"node": node(kubelet="")}, Ineligible.KUBELET_VERSION_UNKNOWN, id="kubelet-unknown"
+        ),
+        pytest.param({"node": node(kubelet="v1.35.0")}, None, id="kubelet-1.35"),
+        pytest.param({"node": None}, None, id="unbound-skips-node-gates"),
         pytest.param(
             {"owners": [owner_ref("DaemonSet", "agent")]},
             Ineligible.OWNER_EXCLUDED,
@@ -162,8 +183,8 @@ def test_node_selector_exclusion_applies_to_pods() -> None:
         DEFAULT_SETTINGS,
         excluded_node_selector=parse_label_selector({"matchLabels": {"pool": "gpu"}}),
     )
-    assert gates(settings, node_labels={"pool": "gpu"}) is Ineligible.NODE_EXCLUDED
-    assert gates(settings, node_labels={"pool": "cpu"}) is None
+    assert gates(settings, node=node({"pool": "gpu"})) is Ineligible.NODE_EXCLUDED
+    assert gates(settings, node=node({"pool": "cpu"})) is None
 
 
 @pytest.mark.parametrize(
@@ -216,23 +237,69 @@ def test_namespace_enrolled(
     assert namespace_enrolled(settings, name=name, labels=labels) is enrolled
 
 
+NUMA = {"matchLabels": {"pool": "numa"}}
+
+
 @pytest.mark.parametrize(
-    ("selector", "labels", "excluded"),
+    ("selector", "facts", "reason"),
     [
-        pytest.param(None, LINUX, False, id="linux"),
-        pytest.param(None, {}, False, id="no-os-label"),
-        pytest.param(None, {"kubernetes.io/os": "windows"}, True, id="windows"),
-        pytest.param({"matchLabels": {"pool": "numa"}}, {"pool": "numa"}, True, id="selected"),
-        pytest.param({"matchLabels": {"pool": "numa"}}, {"pool": "web"}, False, id="not-selected"),
+        pytest.param(None, node(), None, id="linux"),
+        pytest.param(None, node({}, os=""), None, id="no-os-anywhere"),
+        pytest.param(None, node(kubelet="v1.37.2-eks-1a2b3c"), None, id="vendor-suffix"),
+        pytest.param(None, node(kubelet="1.36"), None, id="no-v-prefix"),
+        pytest.param(None, node(kubelet="v2.0.0"), None, id="next-major"),
+        pytest.param(
+            None, node({"kubernetes.io/os": "windows"}), Ineligible.WINDOWS_NODE, id="windows"
+        ),
+        pytest.param(None, node(os="windows"), Ineligible.WINDOWS_NODE, id="windows-status"),
+        pytest.param(None, node(kubelet="v1.34.2"), Ineligible.KUBELET_TOO_OLD, id="too-old"),
+        pytest.param(
+            None, node(kubelet="simulated"), Ineligible.KUBELET_VERSION_UNKNOWN, id="unparseable"
+        ),
+        pytest.param(NUMA, node({"pool": "numa"}), Ineligible.NODE_EXCLUDED, id="selected"),
+        pytest.param(NUMA, node({"pool": "web"}), None, id="not-selected"),
+        pytest.param(
+            NUMA,
+            node({"pool": "numa"}, kubelet="v1.30.0"),
+            Ineligible.NODE_EXCLUDED,
+            id="selector-first",
+        ),
     ],
 )
-def test_node_excluded(
-    selector: dict[str, Any] | None, labels: dict[str, str], excluded: bool
+def test_node_gates(
+    selector: dict[str, Any] | None, facts: NodeFacts, reason: Ineligible | None
 ) -> None:
     settings = DEFAULT_SETTINGS
     if selector is not None:
         settings = replace(settings, excluded_node_selector=parse_label_selector(selector))
-    assert node_excluded(settings, labels) is excluded
+    assert node_ineligibility(settings, facts) is reason
+
+
+@pytest.mark.parametrize(
+    ("facts", "text"),
+    [
+        pytest.param(
+            node(kubelet="v1.34.2"),
+            "kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer)",
+            id="too-old",
+        ),
+        pytest.param(
+            node(kubelet=""),
+            "kubelet version unknown (status.nodeInfo.kubeletVersion is 'nothing'); "
+            "in-place resize needs 1.35 or newer",
+            id="unknown",
+        ),
+        pytest.param(
+            node(os="windows"), "Windows node: in-place resize is unsupported there", id="windows"
+        ),
+        pytest.param(node({"pool": "numa"}), "matched by spec.excludedNodeSelector", id="selector"),
+    ],
+)
+def test_node_reason_in_words(facts: NodeFacts, text: str) -> None:
+    settings = replace(DEFAULT_SETTINGS, excluded_node_selector=parse_label_selector(NUMA))
+    reason = node_ineligibility(settings, facts)
+    assert reason is not None
+    assert node_reason(reason, facts) == text
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ NOW = datetime(2026, 3, 1, 12, 30, 45, 999999, tzinfo=UTC)
 POD_B = Explanation(
     factor="2.00",
     slack_m=8000,
+    overbooked_m=0,
     allocatable_m=16000,
     managed_m=8000,
     node_pods=3,
@@ -77,8 +78,10 @@ def test_factor_has_two_decimals(factor: Fraction, text: str) -> None:
             id="no-limit-yet",
         ),
         pytest.param(
-            replace(POD_B, factor="1.00", slack_m=-500, current_m=3000, target_m=1500),
-            "3000m -> 1500m (node factor 1.00, slack -0.5/16 cores)",
+            replace(
+                POD_B, factor="1.00", slack_m=0, overbooked_m=500, current_m=3000, target_m=1500
+            ),
+            "3000m -> 1500m (node factor 1.00, slack 0/16 cores, overbooked by 0.5 cores)",
             id="overbooked-node",
         ),
     ],
@@ -159,3 +162,21 @@ def test_annotation_and_event_agree_on_the_applied_target() -> None:
     annotation = json.loads(status_annotation(explanation, previous=None, now=NOW))
     assert annotation["targetLimit"] == f"{pod.containers[0].limit_m}m"
     assert event_message(explanation).split(" -> ")[1].startswith(annotation["targetLimit"])
+
+
+def test_an_overbooked_node_shows_no_negative_slack() -> None:
+    """Bookings 2 cores beyond allocatable: slack reads 0 and the excess is overbooked."""
+    pods = [managed_pod("a", 1000, limits_m=[3000])]
+    node = compute_node(node_input(pods, unmanaged_m=17000), DEFAULT_SETTINGS)
+    assert node.slack_m == -2000
+    explanation = explain(node, node.pods[0], dry_run=False)
+    assert (explanation.slack_m, explanation.overbooked_m) == (0, 2000)
+    annotation = json.loads(status_annotation(explanation, previous=None, now=NOW))
+    assert (annotation["slack"], annotation["overbooked"]) == ("0m", "2000m")
+    assert event_message(explanation) == (
+        "3000m -> 1000m (node factor 1.00, slack 0/16 cores, overbooked by 2 cores)"
+    )
+
+
+def test_overbooked_is_only_shown_when_there_is_some() -> None:
+    assert "overbooked" not in json.loads(status_annotation(POD_B, previous=None, now=NOW))

@@ -62,6 +62,7 @@ def test_webhook_cluster_role_is_read_only_plus_metrics_auth() -> None:
     read = {"get", "list", "watch"}
     assert rule_triples(role) == {
         *(("", r, v) for r in ("namespaces", "resourcequotas", "limitranges") for v in read),
+        *(("autoscaling.k8s.io", "verticalpodautoscalers", v) for v in read),
         *(("kube-headroom.dev", "headroomconfigs", v) for v in read),
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),

@@ -37,8 +37,10 @@ def _first_column(text: str, title: str) -> list[str]:
 
 def explanation(**overrides: Any) -> Explanation:
     fields: dict[str, Any] = {
-        "factor": "2.00",
-        "slack_m": 8000,
+        "factor": "1.00",
+        # Overbooked, so every field the annotation can carry is written.
+        "slack_m": 0,
+        "overbooked_m": 2000,
         "allocatable_m": 16000,
         "managed_m": 8000,
         "node_pods": 3,

@@ -25,7 +25,7 @@ def _explain(target: dict[str, Any], others: list[dict[str, Any]], **kwargs: Any
     spec = kwargs.pop("spec", {})
     return explain_pod(
         pod=target,
-        node=b.node("node-1", cpu="16"),
+        node=kwargs.pop("node", b.node("node-1", cpu="16")),
         node_pods=[target, *others],
         namespace_labels={"team-a": MANAGED, "other": {}},
         limit_ranges=kwargs.pop("limit_ranges", {}),
@@ -110,3 +110,42 @@ def test_limit_range_cap_is_named_as_the_bound() -> None:
     )
     assert document["ceiling"] == "3000m"
     assert document["ceilingBoundBy"] == "limit-range"
+
+
+def test_a_node_that_cannot_resize_is_named_with_its_kubelet() -> None:
+    pod = _pod("a", "500m")
+    explanation = _explain(pod, [], node=b.node("node-1", kubelet_version="v1.34.2"))
+    assert explanation.ineligible is Ineligible.KUBELET_TOO_OLD
+    assert explanation.result is None
+    text = render(explanation, last_event=None)
+    assert "  not managed: kubelet-too-old\n" in text
+    assert (
+        "  node node-1: kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer); "
+        "its pods are left alone\n"
+    ) in text
+    document = as_dict(explanation)
+    assert document["managed"] is False
+    assert document["ineligible"] == "kubelet-too-old"
+    assert document["nodeGate"] == (
+        "kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer)"
+    )
+
+
+def test_a_windows_node_by_its_reported_os() -> None:
+    node = b.node("node-1", labels={}, operating_system="windows")
+    explanation = _explain(_pod("a", "500m"), [], node=node)
+    assert explanation.ineligible is Ineligible.WINDOWS_NODE
+    assert as_dict(explanation)["nodeGate"] == "Windows node: in-place resize is unsupported there"
+
+
+def test_an_overbooked_node_reads_slack_zero_and_by_how_much() -> None:
+    target = _pod("a", "1")
+    neighbour = _pod("n", "17", namespace="other")
+    explanation = _explain(target, [neighbour])
+    text = render(explanation, last_event=None)
+    assert "Slack S = 0m: overbooked, R exceeds A by 2000m\n" in text
+    assert "-2000m" not in text
+    document = as_dict(explanation)
+    assert (document["slack"], document["overbooked"]) == ("0m", "2000m")
+    assert document["annotation"]["slack"] == "0m"
+    assert document["annotation"]["overbooked"] == "2000m"

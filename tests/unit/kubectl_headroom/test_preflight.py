@@ -11,10 +11,15 @@ from kubectl_headroom.state import ClusterState
 from tests.unit.app import builders as b
 
 
-def _node(name: str = "node-1", *, kubelet: str = "v1.37.2", **labels: str) -> dict[str, Any]:
-    node = b.node(name, labels={"kubernetes.io/os": "linux", **labels})
-    node["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
-    return node
+def _node(
+    name: str = "node-1", *, kubelet: str = "v1.37.2", os: str = "linux", **labels: str
+) -> dict[str, Any]:
+    return b.node(
+        name,
+        labels={"kubernetes.io/os": "linux", **labels},
+        kubelet_version=kubelet,
+        operating_system=os,
+    )
 
 
 def state(
@@ -70,8 +75,18 @@ def test_clean_cluster_has_no_findings() -> None:
         ),
         pytest.param(
             state(nodes=[_node("old", kubelet="v1.33.1")]),
-            ("kubelet-version", Severity.BLOCKER, "node/old"),
+            ("kubelet-version", Severity.WARNING, "node/old"),
             id="old-kubelet",
+        ),
+        pytest.param(
+            state(nodes=[_node("silent", kubelet="")]),
+            ("kubelet-version", Severity.WARNING, "node/silent"),
+            id="unknown-kubelet",
+        ),
+        pytest.param(
+            state(nodes=[_node("win2", kubelet="v1.37.2", os="windows")]),
+            ("windows-node", Severity.WARNING, "node/win2"),
+            id="windows-by-node-info",
         ),
         pytest.param(
             state(nodes=[_node("win", **{"kubernetes.io/os": "windows"})]),
@@ -154,3 +169,13 @@ def test_an_invalid_config_falls_back_to_defaults_with_a_reason() -> None:
     assert settings == parse_config(None)
     assert problem is not None
     assert "spec.quantum" in problem
+
+
+def test_a_node_too_old_to_resize_says_its_pods_are_left_alone() -> None:
+    settings = parse_config(b.headroom_config())
+    [finding] = preflight(state(nodes=[_node("old", kubelet="v1.34.2")]), settings=settings)
+    assert finding.message == (
+        "kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer): "
+        "Headroom leaves its pods alone"
+    )
+    assert finding.fix == "upgrade the node to 1.35+; its pods are managed from then on"

@@ -3,8 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from app.config import parse_config
+from app.nodes import major_minor
 from kubectl_headroom.status import summarize
-from kubectl_headroom.versions import major_minor, supported
+from kubectl_headroom.versions import supported
 from tests.unit.app import builders as b
 
 

@@ -127,6 +127,7 @@ def _explanation(current_m: int, target_m: int) -> Explanation:
     return Explanation(
         factor="2.00",
         slack_m=8000,
+        overbooked_m=0,
         allocatable_m=16000,
         managed_m=8000,
         node_pods=3,

@@ -375,3 +375,46 @@ def test_a_kubelet_report_counts_once_per_generation_it_refers_to() -> None:
         world.reconcile()
     # Generation 3 reported stale (still about 2) is the same episode; then a new one.
     assert world.count("Deferred") == 2
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        pytest.param(builders.node("node-1", kubelet_version="v1.34.2"), id="kubelet-1.34"),
+        pytest.param(builders.node("node-1", kubelet_version=None), id="kubelet-unreported"),
+        pytest.param(
+            builders.node("node-1", labels={}, operating_system="windows"), id="windows-status"
+        ),
+    ],
+)
+def test_pods_on_a_node_that_cannot_resize_are_left_alone(node: dict[str, Any]) -> None:
+    world = World()
+    world.cache.apply_node("node-1", node)
+    worked_example(world)
+    world.reconcile()
+    assert world.api.sent == []
+    assert world.gauge("headroom_pods_managed") == 0
+
+
+def test_a_kubelet_upgrade_brings_the_node_under_management() -> None:
+    world = World()
+    world.cache.apply_node("node-1", builders.node("node-1", kubelet_version="v1.34.2"))
+    worked_example(world)
+    world.reconcile()
+    world.cache.apply_node("node-1", builders.node("node-1", kubelet_version="v1.35.0"))
+    world.reconcile()
+    assert world.resizes() == {"a": "1500m", "b": "3", "c": "12"}
+
+
+def test_an_overbooked_node_reports_zero_slack_and_says_by_how_much() -> None:
+    world = World(cpu="2")
+    world.add("a", containers=[container(cpu_request="1", cpu_limit="1500m")])
+    world.add(
+        "b", containers=[container(cpu_request="2")], labels={"kube-headroom.dev/mode": "unmanaged"}
+    )
+    world.reconcile()
+    assert world.gauge("headroom_node_slack_cores", {"node": "node-1"}) == 0
+    annotation = world.annotations()["a"]
+    assert (annotation["slack"], annotation["overbooked"]) == ("0m", "1000m")
+    [(_, _, message)] = world.events()
+    assert message.endswith("(node factor 1.00, slack 0/2 cores, overbooked by 1 core)")

@@ -5,6 +5,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
+from app.config import Settings
 from app.kube.http import ApiError
 from tests.unit.app.builders import headroom_config, namespace, pod
 from webhook.cache import ClusterCache, Resource
@@ -94,6 +95,7 @@ def cluster_cache(
     namespaces: Sequence[Obj] = (),
     quotas: Sequence[Obj] = (),
     limit_ranges: Sequence[Obj] = (),
+    vpas: Sequence[Obj] = (),
     config: Obj | None = None,
     api: "FakeKube | None" = None,
     unsynced: Sequence[Resource] = (),
@@ -107,12 +109,27 @@ def cluster_cache(
         Resource.NAMESPACES: namespaces or [namespace("team-a")],
         Resource.RESOURCE_QUOTAS: quotas,
         Resource.LIMIT_RANGES: limit_ranges,
+        Resource.VPAS: vpas,
         Resource.CONFIG: [config or headroom_config(spec={"dryRun": False})],
     }
     for resource, objects in contents.items():
         if resource not in unsynced:
             cache.replace(resource, objects)
     return cache
+
+
+class BrokenCache(ClusterCache):
+    """A cache with a bug: every answer raises something the handlers do not expect.
+
+    Nothing in the real cache does this on purpose; it stands for a defect, to prove the
+    endpoints answer one in-band.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(api=FakeKube())
+
+    async def settings(self) -> Settings:
+        raise RuntimeError("a defect")
 
 
 class FakeKube:

@@ -7,7 +7,7 @@ import pytest
 from app.config import DEFAULT_SETTINGS
 from app.kube.http import ApiError
 from app.limitrange import NO_LIMIT_RANGE_CAPS
-from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota
+from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
 from tests.unit.webhook.builders import FakeKube, cluster_cache
 from webhook.cache import ClusterCache, Resource, Unavailable
 
@@ -56,6 +56,51 @@ def test_limit_range_caps_follow_events() -> None:
     cache.apply(Resource.LIMIT_RANGES, "DELETED", limit_range("a"))
     assert _answer(cache.limit_range_caps("team-a")) == NO_LIMIT_RANGE_CAPS
     assert _answer(cache.limit_range_caps("team-b")) == NO_LIMIT_RANGE_CAPS
+
+
+def test_vpa_events_keep_only_what_the_gate_reads() -> None:
+    cache = cluster_cache(vpas=[vpa("a"), vpa("b", namespace="team-b")])
+    first = vpa("a", update_mode="Off")
+    first["status"] = {"recommendation": {"containerRecommendations": []}}
+    cache.apply(Resource.VPAS, "MODIFIED", first)
+    assert _answer(cache.vpas("team-a")) == [
+        {
+            "metadata": {"namespace": "team-a", "name": "a"},
+            "spec": {
+                "targetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                "updatePolicy": {"updateMode": "Off"},
+            },
+        }
+    ]
+    cache.apply(Resource.VPAS, "DELETED", vpa("a"))
+    assert _answer(cache.vpas("team-a")) == []
+    assert len(_answer(cache.vpas("team-b"))) == 1
+
+
+def test_without_the_vpa_api_there_are_no_vpas_and_the_cache_is_ready() -> None:
+    lists = {
+        "/api/v1/namespaces": _empty_list(),
+        "/api/v1/resourcequotas": _empty_list(),
+        "/api/v1/limitranges": _empty_list(),
+        CONFIG_PATH: _empty_list(),
+    }
+    api = FakeKube(lists)
+    cache = ClusterCache(api=api)
+
+    async def scenario() -> bool:
+        await cache.start()
+        try:
+            for _ in range(1000):
+                if cache.synced():
+                    return True
+                await asyncio.sleep(0.005)
+            return False
+        finally:
+            await cache.stop()
+
+    assert asyncio.run(scenario())
+    assert _answer(cache.vpas("team-a")) == []
+    assert ("/apis/autoscaling.k8s.io/v1/verticalpodautoscalers", {"limit": "500"}) in api.requests
 
 
 def test_config_events_and_defaults() -> None:

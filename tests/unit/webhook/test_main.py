@@ -2,22 +2,13 @@
 
 import json
 import signal
-import socket
 import ssl
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TextIO
 
 import httpx
 import pytest
-import yaml
 
-from certs.cli import main as headroom_certs
 from tests.unit.webhook.builders import admission_review, new_pod
+from tests.unit.webhook.process import Running
 from webhook.main import parse_args
 
 
@@ -53,76 +44,6 @@ def test_bad_flags_fail_fast(
 
 def test_metrics_secure_accepts_the_equals_form() -> None:
     assert parse_args(["--metrics-secure=false"]).metrics_secure is False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def unreachable_kubeconfig(tmp_path: Path) -> Path:
-    """A kubeconfig for an API server that is not there: the cache can never sync."""
-    path = tmp_path / "kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{_free_port()}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-@dataclass
-class Running:
-    process: subprocess.Popen[bytes]
-    ports: dict[str, int]
-    certs: Path
-    log: TextIO
-
-
-@pytest.fixture
-def webhook_process(tmp_path: Path, unreachable_kubeconfig: Path) -> Iterator[Running]:
-    certs = tmp_path / "certs"
-    assert headroom_certs(["--out-dir", str(certs), "--ip", "127.0.0.1"]) == 0
-    ports = {"webhook": _free_port(), "metrics": _free_port(), "probe": _free_port()}
-    log = (tmp_path / "webhook.log").open("w+")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "webhook.main",
-            f"--bind-address=127.0.0.1:{ports['webhook']}",
-            f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
-            "--metrics-secure=false",
-            f"--health-probe-bind-address=127.0.0.1:{ports['probe']}",
-            f"--cert-dir={certs}",
-            f"--kubeconfig={unreachable_kubeconfig}",
-        ],
-        stderr=log,
-        cwd=Path(__file__).resolve().parents[3],
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{ports['probe']}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, "webhook exited during start-up"
-                assert time.monotonic() < deadline, "webhook did not start"
-                time.sleep(0.1)
-        yield Running(process=process, ports=ports, certs=certs, log=log)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def test_serves_admissions_without_a_cluster_and_stops_on_sigterm(

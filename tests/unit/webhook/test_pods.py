@@ -9,9 +9,17 @@ from tests.unit.app.builders import (
     limit_range,
     namespace,
     owner_ref,
+    vpa,
 )
-from tests.unit.webhook.builders import FakeKube, admission_review, cluster_cache, new_pod
+from tests.unit.webhook.builders import (
+    BrokenCache,
+    FakeKube,
+    admission_review,
+    cluster_cache,
+    new_pod,
+)
 from tests.unit.webhook.client import admit, patched, webhook_client
+from webhook.cache import Resource
 
 ENFORCING = {"dryRun": False}
 
@@ -72,6 +80,24 @@ SCENARIOS = {
         {"containers": [container(cpu_request=None, memory_request=None)]},
         {"app": None},
     ),
+    "vpa-sets-limits": ({"vpas": [vpa()]}, {}, {"app": None}),
+    "vpa-in-auto-mode-for-this-container": (
+        {"vpas": [vpa(container_policies=[{"containerName": "app", "mode": "Auto"}])]},
+        {},
+        {"app": None},
+    ),
+    "vpa-requests-only": (
+        {
+            "vpas": [
+                vpa(container_policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}])
+            ]
+        },
+        {},
+        {"app": "1"},
+    ),
+    "vpa-update-mode-off": ({"vpas": [vpa(update_mode="Off")]}, {}, {"app": "1"}),
+    "vpa-targets-another-deployment": ({"vpas": [vpa(target_name="api")]}, {}, {"app": "1"}),
+    "vpa-in-another-namespace": ({"vpas": [vpa(namespace="team-b")]}, {}, {"app": "1"}),
     "clamped-by-max-cpu-annotation": ({}, {"max_cpu": "700m"}, {"app": "700m"}),
     "clamped-by-limit-range-max": (
         {"limit_ranges": [limit_range(container_max_cpu="800m")]},
@@ -196,11 +222,43 @@ def test_when_the_cache_cannot_answer_the_pod_is_admitted_unchanged_with_a_warni
 
 
 def test_a_failing_handler_admits_the_pod_with_a_warning() -> None:
+    client = webhook_client(BrokenCache())
+    response = admit(client, "/mutate/pods", admission_review(new_pod()))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "Headroom did not seed a CPU limit: internal error, see the webhook logs"
+    ]
+
+
+def test_an_invalid_quantity_admits_the_pod_unseeded_saying_why() -> None:
     client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING)))
     pod = new_pod(containers=[container(cpu_request="not-a-quantity")])
     response = admit(client, "/mutate/pods", admission_review(pod))
     assert response["allowed"] is True
     assert "patch" not in response
     assert response["warnings"] == [
-        "Headroom did not seed a CPU limit: internal error, see the webhook logs"
+        "Headroom did not seed a CPU limit: quantity 'not-a-quantity' does not start with a number"
     ]
+
+
+VPA_LIST = "/apis/autoscaling.k8s.io/v1/namespaces/team-a/verticalpodautoscalers"
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param({"items": [vpa()]}, None, id="a-vpa-that-sets-limits"),
+        pytest.param({"items": []}, "1", id="no-vpa"),
+        pytest.param(None, "1", id="no-vpa-api"),
+    ],
+)
+def test_before_vpas_are_listed_the_namespace_is_read_directly(
+    answer: dict[str, Any] | None, expected: str | None
+) -> None:
+    api = FakeKube({VPA_LIST: answer} if answer is not None else {})
+    cache = cluster_cache(config=headroom_config(spec=ENFORCING), api=api, unsynced=[Resource.VPAS])
+    pod = new_pod()
+    response = admit(webhook_client(cache), "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": expected}
+    assert (VPA_LIST, {}) in api.requests

@@ -3,7 +3,7 @@ from typing import Any
 import pytest
 
 from tests.unit.app.builders import headroom_config, namespace, resource_quota
-from tests.unit.webhook.builders import FakeKube, admission_review, cluster_cache
+from tests.unit.webhook.builders import BrokenCache, FakeKube, admission_review, cluster_cache
 from tests.unit.webhook.client import admit, webhook_client
 
 LIMITS = {"limits.cpu": "20", "requests.cpu": "10"}
@@ -111,9 +111,8 @@ def test_an_invalid_stored_config_means_unchecked_not_defaults() -> None:
 
 
 def test_a_failing_handler_denies_with_a_retryable_500() -> None:
-    client = webhook_client(cluster_cache())
-    quota = resource_quota()
-    quota["spec"] = "not an object"
+    client = webhook_client(BrokenCache())
+    quota = resource_quota(hard=LIMITS)
     response = admit(
         client, "/validate/resourcequotas", admission_review(quota, kind="ResourceQuota")
     )

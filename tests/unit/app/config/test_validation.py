@@ -388,6 +388,16 @@ def test_a_valid_config_is_allowed_without_warnings() -> None:
             ["spec.maxMultiplier"],
             id="initial-unbounded-when-uncapped",
         ),
+        pytest.param(
+            {"excludedOwners": [{"kind": "Job", "apiGroup": "batch"}, {"kind": "Job"}]},
+            [],
+            id="owner-group-named-or-omitted",
+        ),
+        pytest.param(
+            {"excludedOwners": [{"kind": "Job"}, {"kind": "Job", "apiGroup": ""}]},
+            ["spec.excludedOwners[1].apiGroup"],
+            id="owner-core-group",
+        ),
     ],
 )
 def test_risky_but_legal_settings_warn(spec: dict[str, Any], paths: list[str]) -> None:
@@ -401,3 +411,12 @@ def test_generation_that_is_not_an_integer_is_ignored() -> None:
     config = headroom_config(generation=None)
     config["metadata"]["generation"] = "3"
     assert parse_config(config).generation is None
+
+
+def test_an_empty_owner_group_warning_says_what_it_matches() -> None:
+    spec = {"excludedOwners": [{"kind": "Job", "apiGroup": ""}]}
+    [warning] = validate_config(headroom_config(spec=spec)).warnings
+    assert str(warning) == (
+        'spec.excludedOwners[0].apiGroup: "" matches only Job owners in the core group '
+        '(apiVersion "v1"); omit apiGroup to match Job owners in any group'
+    )
