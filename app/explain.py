@@ -27,6 +27,8 @@ class Explanation:
     current_m: int
     target_m: int
     dry_run: bool
+    # The node pool whose overrides applied; None when the node is in no pool.
+    pool: str | None = None
 
 
 def factor_text(factor: Fraction) -> str:
@@ -35,7 +37,9 @@ def factor_text(factor: Fraction) -> str:
     return f"{hundredths // 100}.{hundredths % 100:02d}"
 
 
-def explain(node: NodeResult, pod: PodResult, *, dry_run: bool) -> Explanation:
+def explain(
+    node: NodeResult, pod: PodResult, *, dry_run: bool, pool: str | None = None
+) -> Explanation:
     return Explanation(
         factor=factor_text(node.factor),
         slack_m=node.slack_m,
@@ -45,6 +49,7 @@ def explain(node: NodeResult, pod: PodResult, *, dry_run: bool) -> Explanation:
         current_m=pod.current_m,
         target_m=pod.target_m,
         dry_run=dry_run,
+        pool=pool,
     )
 
 
@@ -63,6 +68,8 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
         "targetLimit": _millis(explanation.target_m),
         "policy": POLICY_VERSION,
     }
+    if explanation.pool is not None:
+        fields["pool"] = explanation.pool
     if explanation.dry_run:
         fields["dryRun"] = True
     if previous is not None and _same_apart_from_time(previous, fields):
@@ -72,13 +79,17 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
 
 
 def event_message(explanation: Explanation) -> str:
-    """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would."""
+    """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would.
+
+    A node in a pool adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``.
+    """
     current = _millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
     allocatable = format_cores(explanation.allocatable_m)
+    pool = "" if explanation.pool is None else f", pool {explanation.pool}"
     message = (
         f"{current} -> {_millis(explanation.target_m)} "
-        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores)"
+        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{pool})"
     )
     return f"would set {message}" if explanation.dry_run else message
 

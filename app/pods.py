@@ -51,6 +51,19 @@ class ContainerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PodLevelResources:
+    """A pod's own ``spec.resources``: Headroom sets its ``limits.cpu`` there and leaves
+    the containers' limits alone. The pod's request and current limit (``PodInfo``'s
+    ``request_m`` and ``limit_m``) are then the pod-level ones."""
+
+    # The pod-level CPU limit; None while unset.
+    cpu_limit_m: int | None
+    # The largest container CPU limit (0 if none): the API server refuses a pod-level
+    # limit below any container's.
+    container_limit_floor_m: int
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -72,9 +85,10 @@ class PodInfo:
     qos_class: str
     # Setting every CPU limit to its request would make the pod Guaranteed.
     guaranteed_if_pinned: bool
-    # r: CPU requests of app containers and sidecars.
+    # r: CPU requests of app containers and sidecars, or the pod-level request.
     request_m: int
     # c: their CPU limits summed over request-bearing containers; 0 if any has none.
+    # With pod-level resources: the pod-level CPU limit, 0 while unset.
     limit_m: int
     max_cpu_m: int | None
     max_cpu_warning: str | None
@@ -86,6 +100,8 @@ class PodInfo:
     generation: int | None
     observed_generation: int | None
     status_annotation: str | None
+    # Set only for pods that declare pod-level resources (few do), to keep records small.
+    pod_resources: PodLevelResources | None = None
 
     @property
     def key(self) -> str:
@@ -139,6 +155,29 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
     ]
     cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
     limits = [c.cpu_limit_m for c in cpu_containers]
+    request_m = sum(c.cpu_request_m for c in cpu_containers)
+    limit_m = 0 if None in limits else sum(c or 0 for c in limits)
+    qos = status.get("qosClass")
+    pod_level = _pod_level(spec.get("resources"), containers=resizable)
+    pod_resources = None
+    if pod_level is None:
+        qos = qos or _qos([*resizable, *plain_resources])
+        guaranteed_if_pinned = _qos([*pinned, *plain_resources]) == GUARANTEED
+    else:
+        qos = qos or _requirements_qos(pod_level)
+        pinned_pod = _Resources(
+            pod_level.cpu_request,
+            pod_level.cpu_request,
+            pod_level.memory_request,
+            pod_level.memory_limit,
+        )
+        guaranteed_if_pinned = _requirements_qos(pinned_pod) == GUARANTEED
+        request_m = _millis(pod_level.cpu_request) or 0
+        limit_m = _millis(pod_level.cpu_limit) or 0
+        pod_resources = PodLevelResources(
+            cpu_limit_m=_millis(pod_level.cpu_limit),
+            container_limit_floor_m=max((c.cpu_limit_m or 0 for c in containers), default=0),
+        )
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.get(MAX_CPU_ANNOTATION))
     pending_reason, pending_message, resize_error = _resize_conditions(status)
     generation = metadata.get("generation")
@@ -156,10 +195,10 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         containers=containers,
         cpu_containers=cpu_containers,
         init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
-        qos_class=status.get("qosClass") or _qos([*resizable, *plain_resources]),
-        guaranteed_if_pinned=_qos([*pinned, *plain_resources]) == GUARANTEED,
-        request_m=sum(c.cpu_request_m for c in cpu_containers),
-        limit_m=0 if None in limits else sum(c or 0 for c in limits),
+        qos_class=qos,
+        guaranteed_if_pinned=guaranteed_if_pinned,
+        request_m=request_m,
+        limit_m=limit_m,
         max_cpu_m=max_cpu_m,
         max_cpu_warning=max_cpu_warning,
         resize_pending=pending_reason,
@@ -168,13 +207,19 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         generation=generation if isinstance(generation, int) else None,
         observed_generation=observed if isinstance(observed, int) else None,
         status_annotation=annotations.get(STATUS_ANNOTATION),
+        pod_resources=pod_resources,
     )
 
 
 def qos_class(spec: Mapping[str, Any]) -> str:
-    """The QoS class the API server computes for a pod spec (init containers included)."""
+    """The QoS class the API server computes for a pod spec (init containers included).
+
+    Pod-level resources, when the pod declares any, decide it alone.
+    """
     containers = [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-    return _qos([_resources(c) for c in containers])
+    resources = [_resources(c) for c in containers]
+    pod_level = _pod_level(spec.get("resources"), containers=resources)
+    return _qos(resources) if pod_level is None else _requirements_qos(pod_level)
 
 
 def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
@@ -196,6 +241,43 @@ def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
 def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
     """R: CPU requested by every non-terminal pod in ``pods`` (managed or not)."""
     return sum(pod.request_m for pod in pods if not pod.terminal)
+
+
+def _pod_level(
+    resources: Mapping[str, Any] | None, *, containers: Sequence[_Resources]
+) -> _Resources | None:
+    """Pod-level CPU and memory as the API server stores them, or None when the pod
+    declares no pod-level resources.
+
+    Requests are defaulted the way the API server does (so a pod still under admission
+    reads like the stored one): with pod-level limits, a missing request is the sum of
+    the containers' requests, or the pod-level limit when no container requests it.
+    """
+    requests = (resources or {}).get("requests") or {}
+    limits = (resources or {}).get("limits") or {}
+    if not any(_pod_level_resource(name) for name in (*requests, *limits)):
+        return None
+    cpu_limit = _quantity(limits.get("cpu"))
+    memory_limit = _quantity(limits.get("memory"))
+    cpu_request = _quantity(requests.get("cpu"))
+    memory_request = _quantity(requests.get("memory"))
+    if limits:
+        if cpu_request is None:
+            cpu_request = _sum_or_none([c.cpu_request for c in containers]) or cpu_limit
+        if memory_request is None:
+            memory_request = _sum_or_none([c.memory_request for c in containers]) or memory_limit
+    elif cpu_request is None:
+        cpu_request = _sum_or_none([c.cpu_request for c in containers])
+    return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _sum_or_none(values: Sequence[Fraction | None]) -> Fraction | None:
+    present = [value for value in values if value]
+    return sum(present, Fraction(0)) if present else None
 
 
 def _resources(container: Mapping[str, Any]) -> _Resources:
@@ -278,6 +360,20 @@ def _qos(containers: Sequence[_Resources]) -> str:
     ):
         return GUARANTEED
     return BURSTABLE
+
+
+def _requirements_qos(resources: _Resources) -> str:
+    """``requirementsQOS`` over one set of requests and limits (pod-level resources):
+    per resource, equal non-zero values are Guaranteed, both unset BestEffort."""
+    classes = set()
+    for request, limit in (
+        (resources.cpu_request, resources.cpu_limit),
+        (resources.memory_request, resources.memory_limit),
+    ):
+        if (request or 0) != (limit or 0):
+            return BURSTABLE
+        classes.add(GUARANTEED if request else BEST_EFFORT)
+    return classes.pop() if len(classes) == 1 else BURSTABLE
 
 
 def _quantity(value: object) -> Fraction | None:

@@ -20,6 +20,7 @@ def ineligibility(
     node_labels: Mapping[str, str] | None,
     vpas: Iterable[Mapping[str, Any]],
     backed_off: bool = False,
+    node_resizes_pod_level: bool | None = None,
 ) -> Ineligible | None:
     """``pod_ineligibility`` with the VPA gate worked out from the namespace's VPAs."""
     names = [container.name for container in pod.containers]
@@ -34,4 +35,5 @@ def ineligibility(
         node_labels=node_labels,
         backed_off=backed_off,
         vpa_controls_limits=controlled,
+        node_resizes_pod_level=node_resizes_pod_level,
     )

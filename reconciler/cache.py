@@ -23,6 +23,7 @@ from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
 from app.eligibility import namespace_enrolled
 from app.labels import CONFIG_NAME
 from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.nodefeatures import resizes_pod_level
 from app.pods import PodInfo, pod_info_from_dict
 from app.quantity import QuantityError, parse_cpu_millis
 
@@ -42,6 +43,8 @@ class NodeRecord:
     name: str
     allocatable_m: int
     labels: Mapping[str, str]
+    # The kubelet declares in-place resize of pod-level resources (app.nodefeatures).
+    pod_level_resize: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ def node_record_from_dict(obj: Mapping[str, Any]) -> NodeRecord:
         name=metadata.get("name") or "",
         allocatable_m=allocatable_m,
         labels=metadata.get("labels") or {},
+        pod_level_resize=resizes_pod_level(obj),
     )
 
 
@@ -89,6 +93,9 @@ def _policy_view(pod: PodInfo) -> tuple[Any, ...]:
         pod.owners,
         pod.containers,
         pod.init_cpu_requests_m,
+        pod.pod_resources,
+        pod.request_m,
+        pod.guaranteed_if_pinned,
         pod.qos_class,
         pod.max_cpu_m,
         pod.max_cpu_warning,

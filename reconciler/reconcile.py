@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from app.config import Settings
+from app.config import Settings, settings_for_node
 from app.explain import Explanation, event_message, explain, status_annotation
 from app.pods import PodInfo, booked_cpu_m
 from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
@@ -53,6 +53,7 @@ class _NodeTally:
     series: frozenset[tuple[str, str]]
     managed: int
     deferred: int
+    pool: str | None = None
 
 
 class NodeReconciler:
@@ -77,6 +78,7 @@ class NodeReconciler:
         self._tallies: dict[str, _NodeTally] = {}
         self._managed_total = 0
         self._deferred_total = 0
+        self._pool_managed: dict[str, int] = {}
         self._failures: dict[str, ExponentialBackoff] = {}
 
     @property
@@ -118,7 +120,7 @@ class NodeReconciler:
             return None
         if config.invalid is not None:
             return None
-        settings = config.settings
+        settings, pool = settings_for_node(config.settings, node.labels)
         pods = self._cache.pods_on(node_name)
         managed, deferred, retry = await self._select(pods, node=node, settings=settings)
         result = compute_node(
@@ -133,11 +135,11 @@ class NodeReconciler:
             ),
             settings,
         )
-        self._record(node_name, result, deferred=deferred)
+        self._record(node_name, result, deferred=deferred, pool=pool)
         # Pods are independent: their writes go out together, paced by the rate limiters,
         # so a node's reconcile lasts about one round trip rather than one per pod.
         acted = await asyncio.gather(
-            *(self._act(node_name, result, r, settings=settings) for r in result.pods),
+            *(self._act(node_name, result, r, settings=settings, pool=pool) for r in result.pods),
             return_exceptions=True,
         )
         delays = [] if retry is None else [retry]
@@ -187,6 +189,7 @@ class NodeReconciler:
             namespace_labels=self._cache.namespaces.get(pod.namespace),
             node_labels=node.labels,
             vpas=self._cache.vpas(pod.namespace),
+            node_resizes_pod_level=node.pod_level_resize,
         )
         return reason is not None
 
@@ -233,7 +236,9 @@ class NodeReconciler:
             return
         await self._writer.event(pod, reason=INVALID_MAX_CPU, message=warning, warning=True)
 
-    def _record(self, node_name: str, result: NodeResult, *, deferred: int) -> None:
+    def _record(
+        self, node_name: str, result: NodeResult, *, deferred: int, pool: str | None
+    ) -> None:
         self._metrics.node_factor.labels(node=node_name).set(float(result.factor))
         self._metrics.node_slack_cores.labels(node=node_name).set(result.slack_m / 1000)
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
@@ -250,6 +255,7 @@ class NodeReconciler:
                 series=frozenset((r.pod.namespace, r.pod.name) for r in limited),
                 managed=len(result.pods),
                 deferred=deferred,
+                pool=pool,
             ),
         )
 
@@ -263,14 +269,32 @@ class NodeReconciler:
                 self._metrics.forget_pod(namespace=namespace, pod=pod)
             self._managed_total -= old.managed
             self._deferred_total -= old.deferred
+            self._count_pool(old.pool, -old.managed)
         if tally is not None:
             self._managed_total += tally.managed
             self._deferred_total += tally.deferred
+            self._count_pool(tally.pool, tally.managed)
         self._metrics.pods_managed.set(self._managed_total)
         self._metrics.resizes_deferred.set(self._deferred_total)
 
+    def _count_pool(self, pool: str | None, change: int) -> None:
+        if pool is None or not change:
+            return
+        count = self._pool_managed.get(pool, 0) + change
+        if count:
+            self._pool_managed[pool] = count
+        else:
+            self._pool_managed.pop(pool, None)
+        self._metrics.set_pool_managed(pool, count)
+
     async def _act(
-        self, node_name: str, node: NodeResult, pod_result: PodResult, *, settings: Settings
+        self,
+        node_name: str,
+        node: NodeResult,
+        pod_result: PodResult,
+        *,
+        settings: Settings,
+        pool: str | None,
     ) -> tuple[Result | None, float | None]:
         """Resize (in dry-run: count and announce), then annotate one pod.
 
@@ -282,7 +306,7 @@ class NodeReconciler:
             # No limit can be set without making the pod Guaranteed, and it has none yet:
             # there is no ceiling to explain.
             return None, None
-        explanation = explain(node, pod_result, dry_run=settings.dry_run)
+        explanation = explain(node, pod_result, dry_run=settings.dry_run, pool=pool)
         previous = self._memory.current_annotation(pod.uid, cached=pod.status_annotation)
         annotation = status_annotation(explanation, previous=previous, now=self._wall_clock())
         outcome: Result | None = None
@@ -290,7 +314,7 @@ class NodeReconciler:
         patch = pod_result.patch and not self._memory.resize_unseen(
             pod.uid, generation=pod.generation, target_m=pod_result.target_m
         )
-        if patch and pod_result.containers:
+        if patch:
             if settings.dry_run:
                 # Counted and announced once per distinct target, not at every reconcile.
                 if _target_of(annotation) != _target_of(previous):
@@ -327,7 +351,9 @@ class NodeReconciler:
         pod = pod_result.pod
         await self._buckets.for_node(node_name).wait()
         try:
-            response = await self._writer.resize(pod, pod_result.containers)
+            response = await self._writer.resize(
+                pod, pod_result.containers, target_m=pod_result.target_m
+            )
         except ApiUnavailable as exc:
             log.warning("resize not sent: %s", exc, extra=_context(pod))
             self._metrics.count(Result.ERROR)
