@@ -113,6 +113,7 @@ class ClusterCache:
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._caps: dict[str, LimitRangeCaps] = {}
         self._settings: Settings | ConfigError = DEFAULT_SETTINGS
+        self._server_version: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- readiness and lifecycle -------------------------------------------------------
@@ -177,6 +178,13 @@ class ClusterCache:
             f"/api/v1/namespaces/{namespace}/limitranges", what=f"LimitRanges of {namespace}"
         )
         return limit_range_caps(ranges.get("items") or ())
+
+    async def server_version(self) -> str:
+        """The API server's ``gitVersion``, read once and then remembered."""
+        if self._server_version is None:
+            version = await self._fallback("/version", what="the API server version")
+            self._server_version = str(version.get("gitVersion") or "")
+        return self._server_version
 
     async def _read_config(self) -> Mapping[str, Any] | None:
         try:
