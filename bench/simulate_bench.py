@@ -207,13 +207,12 @@ def main(argv: list[str] | None = None) -> None:
         for name, action in phases.items():
             print(f"  {name}: {_timed(action):.2f} s")
         simulation = simulate(snapshot, settings, what_if=WhatIf(frozenset({"team-150"})))
-        print(
-            f"  render table: {_timed(lambda: table(simulation, simulation.pods, simulation.nodes)):.2f} s"
-        )
-        print(
-            "  build JSON document: "
-            f"{_timed(lambda: document(simulation, simulation.pods, simulation.nodes)):.2f} s"
-        )
+        outputs = {
+            "render table": lambda: table(simulation, simulation.pods, simulation.nodes),
+            "build JSON document": lambda: document(simulation, simulation.pods, simulation.nodes),
+        }
+        for name, action in outputs.items():
+            print(f"  {name}: {_timed(action):.2f} s")
 
 
 if __name__ == "__main__":
