@@ -79,6 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
             settings=settings,
             managed_namespaces=state.managed_namespaces(settings),
             events=events,
+            node_labels=[node["metadata"].get("labels") or {} for node in state.nodes],
         )
         if args.output == "json":
             print(json.dumps(status.as_dict(), indent=2))
@@ -90,6 +91,18 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"Managed namespaces: {namespaces}")
         print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
         print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
+        if status.pools:
+            print()
+            print(
+                render_table(
+                    ["POOL", "NODES", "MODE", "OVERRIDES"],
+                    [
+                        [p.name, str(p.nodes), p.mode, ", ".join(p.overrides) or "-"]
+                        for p in status.pools
+                    ]
+                    + [["(no pool)", str(status.nodes_without_pool), status.mode, "-"]],
+                )
+            )
         if status.recent:
             print()
             print(
