@@ -411,6 +411,11 @@ def document(
                 "request": _m(p.result.request_m),
                 "currentLimit": _m(p.result.current_m) if p.result.current_m else None,
                 "simulatedLimit": _m(p.result.target_m) if p.result.target_m else None,
+                # How the simulated limit splits over the containers (none at pod level).
+                "simulatedContainerLimits": {
+                    ("init:" if c.sidecar else "") + c.name: _m(c.limit_m)
+                    for c in p.result.containers
+                },
                 "ceiling": _m(p.result.hi_m),
                 "ceilingBoundBy": str(p.result.hi_cap),
                 "capped": p.result.capped,

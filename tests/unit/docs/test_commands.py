@@ -23,7 +23,7 @@ CI: Final = "ci"
 CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
 _CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
 _SIMULATE_OFFLINE: Final = (
-    "tests/integration/kubectl_headroom/test_simulate.py::"
+    "tests/integration/reconciler/test_simulate.py::"
     "test_a_saved_snapshot_simulates_offline_like_the_live_cluster"
 )
 
