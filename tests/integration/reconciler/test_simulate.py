@@ -18,7 +18,7 @@ from app.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.rbac import ServiceAccount, service_account_kubeconfig
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import bare_container, container, pod
+from tests.integration.reconciler.manifests import container, pod
 
 VENV_BIN = Path(sys.executable).parent
 READ_ONLY = ["get", "list"]
@@ -126,10 +126,12 @@ def test_simulate_predicted_every_resulting_limit_exactly(
         ("in-band", plain, {"containers": [container(cpu="2", cpu_limit="2900m")]}),
         ("capped", plain, {"containers": [container(cpu="1")],
                            "annotations": {"kube-headroom.dev/max-cpu": "1700m"}}),
-        ("pod-level", plain, {"containers": [bare_container()],
+        # The LimitRange gives its container a 3-core limit, which the pod-level limit
+        # may not go below.
+        ("pod-level", plain, {"containers": [container(cpu="100m")],
                               "resources": {"requests": {"cpu": "500m", "memory": "128Mi"}}}),
         ("batch-a", batch, {"containers": [container(cpu="700m")]}),
-        ("batch-b", batch, {"containers": [container(cpu="1300m", cpu_limit="1")]}),
+        ("batch-b", batch, {"containers": [container(cpu="1300m", cpu_limit="1500m")]}),
         ("opted-out", batch, {"containers": [container(cpu="2")],
                               "labels": {"kube-headroom.dev/mode": "unmanaged"}}),
     ]  # fmt: skip
