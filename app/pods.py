@@ -355,8 +355,8 @@ def _qos(containers: Sequence[_Resources]) -> str:
         every_limit_set
         and bool(cpu_requests)
         and bool(memory_requests)
-        and sum(cpu_requests, Fraction(0)) == sum(cpu_limits, Fraction(0))
-        and sum(memory_requests, Fraction(0)) == sum(memory_limits, Fraction(0))
+        and _exact_sum(cpu_requests) == _exact_sum(cpu_limits)
+        and _exact_sum(memory_requests) == _exact_sum(memory_limits)
     ):
         return GUARANTEED
     return BURSTABLE
@@ -374,6 +374,15 @@ def _requirements_qos(resources: _Resources) -> str:
             return BURSTABLE
         classes.add(GUARANTEED if request else BEST_EFFORT)
     return classes.pop() if len(classes) == 1 else BURSTABLE
+
+
+def _exact_sum(values: Sequence[Fraction]) -> Fraction:
+    """``sum(values)``, without a Fraction addition (and its gcd) per term when the values
+    share one denominator, as byte counts and millicores of one pod usually do."""
+    denominator = values[0].denominator
+    if all(value.denominator == denominator for value in values):
+        return Fraction(sum(value.numerator for value in values), denominator)
+    return sum(values, Fraction(0))
 
 
 def _quantity(value: object) -> Fraction | None:
