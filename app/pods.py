@@ -121,13 +121,26 @@ class _Resources:
     memory_limit: Fraction | None
 
 
-def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
-    """Strip a pod as the API server returns it; raises ``QuantityError`` on a bad quantity."""
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    annotations = metadata.get("annotations") or {}
+@dataclass(frozen=True, slots=True)
+class ResourceFacts:
+    """What a pod's containers and resources settle: the same for every pod of one
+    template, so a caller reading many pods may compute it once per distinct spec."""
 
+    containers: tuple[ContainerInfo, ...]
+    cpu_containers: tuple[ContainerInfo, ...]
+    init_cpu_requests_m: tuple[int, ...]
+    qos_class: str
+    guaranteed_if_pinned: bool
+    request_m: int
+    limit_m: int
+    pod_resources: PodLevelResources | None
+
+
+def resource_facts(spec: Mapping[str, Any], *, qos_class: str | None) -> ResourceFacts:
+    """The facts of a pod spec; ``qos_class`` is the one in the pod's status, if any.
+
+    Raises ``QuantityError`` on a bad quantity.
+    """
     apps = spec.get("containers") or []
     inits = spec.get("initContainers") or []
     sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
@@ -157,7 +170,7 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
     limits = [c.cpu_limit_m for c in cpu_containers]
     request_m = sum(c.cpu_request_m for c in cpu_containers)
     limit_m = 0 if None in limits else sum(c or 0 for c in limits)
-    qos = status.get("qosClass")
+    qos = qos_class
     pod_level = _pod_level(spec.get("resources"), containers=resizable)
     pod_resources = None
     if pod_level is None:
@@ -178,6 +191,30 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
             cpu_limit_m=_millis(pod_level.cpu_limit),
             container_limit_floor_m=max((c.cpu_limit_m or 0 for c in containers), default=0),
         )
+    return ResourceFacts(
+        containers=containers,
+        cpu_containers=cpu_containers,
+        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
+        qos_class=qos,
+        guaranteed_if_pinned=guaranteed_if_pinned,
+        request_m=request_m,
+        limit_m=limit_m,
+        pod_resources=pod_resources,
+    )
+
+
+def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
+    """Strip a pod as the API server returns it; raises ``QuantityError`` on a bad quantity.
+
+    ``facts``, when given, must be ``resource_facts`` of this pod's spec and status QoS
+    class; they are then not worked out again.
+    """
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    annotations = metadata.get("annotations") or {}
+    if facts is None:
+        facts = resource_facts(spec, qos_class=status.get("qosClass"))
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.get(MAX_CPU_ANNOTATION))
     pending_reason, pending_message, resize_error = _resize_conditions(status)
     generation = metadata.get("generation")
@@ -192,13 +229,13 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         mirror=MIRROR_POD_ANNOTATION in annotations,
         labels=_own_labels(metadata.get("labels")),
         owners=tuple(_owner(ref) for ref in metadata.get("ownerReferences") or ()),
-        containers=containers,
-        cpu_containers=cpu_containers,
-        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
-        qos_class=qos,
-        guaranteed_if_pinned=guaranteed_if_pinned,
-        request_m=request_m,
-        limit_m=limit_m,
+        containers=facts.containers,
+        cpu_containers=facts.cpu_containers,
+        init_cpu_requests_m=facts.init_cpu_requests_m,
+        qos_class=facts.qos_class,
+        guaranteed_if_pinned=facts.guaranteed_if_pinned,
+        request_m=facts.request_m,
+        limit_m=facts.limit_m,
         max_cpu_m=max_cpu_m,
         max_cpu_warning=max_cpu_warning,
         resize_pending=pending_reason,
@@ -207,7 +244,7 @@ def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
         generation=generation if isinstance(generation, int) else None,
         observed_generation=observed if isinstance(observed, int) else None,
         status_annotation=annotations.get(STATUS_ANNOTATION),
-        pod_resources=pod_resources,
+        pod_resources=facts.pod_resources,
     )
 
 

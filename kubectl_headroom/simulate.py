@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, NamedTuple
 
+import orjson
+
 from app.config import LabelSelector, Settings, settings_for_node
 from app.eligibility import Ineligible, namespace_enrolled
 from app.explain import factor_text
 from app.limitrange import LimitRangeCaps, limit_range_caps
 from app.nodefeatures import resizes_pod_level
-from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
+from app.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
 from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
 from app.quantity import QuantityError, parse_cpu_millis
 from app.selection import ineligibility
@@ -128,9 +130,25 @@ def simulate(
     pods_by_node: dict[str, list[PodInfo]] = {}
     labels_by_uid: dict[str, Mapping[str, str]] = {}
     unreadable = []
+    # Replicas share one spec: its resource facts are worked out once per distinct spec.
+    facts: dict[bytes, ResourceFacts] = {}
     for raw in snapshot.pods:
+        spec = raw.get("spec") or {}
+        key = orjson.dumps(
+            (
+                spec.get("containers"),
+                spec.get("initContainers"),
+                spec.get("resources"),
+                (raw.get("status") or {}).get("qosClass"),
+            )
+        )
         try:
-            info = pod_info_from_dict(raw)
+            known = facts.get(key)
+            if known is None:
+                known = facts[key] = resource_facts(
+                    spec, qos_class=(raw.get("status") or {}).get("qosClass")
+                )
+            info = pod_info_from_dict(raw, facts=known)
         except QuantityError:
             unreadable.append(f"{raw['metadata'].get('namespace')}/{raw['metadata'].get('name')}")
             continue
