@@ -102,7 +102,9 @@ async def _run(args: argparse.Namespace, *, read: Reader) -> int:
     what_if = WhatIf(enroll=frozenset(args.enroll), unenroll=frozenset(args.unenroll))
     simulation = simulate(snapshot, settings, what_if=what_if, progress=progress.computed)
     progress.done()
-    for line in [*warnings, *simulation.notes]:
+    # The cluster's own config warned when it was applied; only a changed one warns here.
+    changed = args.config is not None or bool(args.sets)
+    for line in [*(warnings if changed else []), *simulation.notes]:
         print(f"warning: {line}", file=sys.stderr)
     pods = sort_pods(
         select_pods(simulation.pods, namespaces=args.namespace, nodes=args.node, selector=selector),

@@ -177,3 +177,12 @@ def test_progress_is_silent_elsewhere() -> None:
     progress.listed("pods", 1500)
     progress.done()
     assert stream.getvalue() == ""
+
+
+def test_only_a_changed_config_warns(saved: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--snapshot", str(saved), "--enroll", "ghost"]) == 0
+    assert capsys.readouterr().err == "warning: --enroll ghost: no such namespace\n"
+    assert main(["simulate", "--snapshot", str(saved), "--set", "dryRun=false"]) == 0
+    assert capsys.readouterr().err == (
+        "warning: spec.dryRun: false: pods in enrolled namespaces will be resized\n"
+    )
