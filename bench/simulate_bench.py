@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from kubectl_headroom.simulate import WhatIf, document, simulate
+from kubectl_headroom.simulate import WhatIf, document, select, simulate
 from kubectl_headroom.simulate_output import table
 from kubectl_headroom.snapshot import FORMAT_VERSION, KIND, load
 from kubectl_headroom.whatif import what_if_config, what_if_settings
@@ -207,9 +207,11 @@ def main(argv: list[str] | None = None) -> None:
         for name, action in phases.items():
             print(f"  {name}: {_timed(action):.2f} s")
         simulation = simulate(snapshot, settings, what_if=WhatIf(frozenset({"team-150"})))
+        view = select(simulation)
         outputs = {
-            "render table": lambda: table(simulation, simulation.pods, simulation.nodes),
-            "build JSON document": lambda: document(simulation, simulation.pods, simulation.nodes),
+            "select and sort": lambda: select(simulation),
+            "render table": lambda: table(simulation, view),
+            "build JSON document": lambda: document(simulation, view),
         }
         for name, action in outputs.items():
             print(f"  {name}: {_timed(action):.2f} s")

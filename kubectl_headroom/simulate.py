@@ -82,12 +82,19 @@ class PodOutcome(NamedTuple):
         return self.result.target_m
 
 
+class Unmanaged(NamedTuple):
+    """A pod Headroom would not manage, and the gate that excludes it."""
+
+    pod: PodInfo
+    reason: Ineligible
+    labels: Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class Simulation:
     nodes: Sequence[NodeOutcome]
     pods: Sequence[PodOutcome]
-    # Pods Headroom would not manage, counted by the gate that excludes them.
-    not_managed: Mapping[Ineligible, int]
+    unmanaged: Sequence[Unmanaged]
     enrolled: Sequence[str]
     # What --enroll could not do (no such namespace, excluded by the config).
     notes: Sequence[str] = ()
@@ -163,7 +170,7 @@ def simulate(
     gates: dict[str | None, Settings] = {}
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
-    not_managed: Counter[Ineligible] = Counter()
+    unmanaged: list[Unmanaged] = []
     for index, node in enumerate(snapshot.nodes):
         name = node["metadata"]["name"]
         labels = node["metadata"].get("labels") or {}
@@ -187,7 +194,7 @@ def simulate(
             if reason is None:
                 managed.append(pod)
             else:
-                not_managed[reason] += 1
+                unmanaged.append(Unmanaged(pod, reason, labels_by_uid.get(pod.uid, {})))
         result = compute_node(
             NodeInput(
                 name=name,
@@ -218,7 +225,7 @@ def simulate(
     return Simulation(
         nodes=nodes,
         pods=_quota_blocks(outcomes, snapshot.quotas),
-        not_managed=dict(not_managed),
+        unmanaged=unmanaged,
         enrolled=enrolled,
         notes=notes,
         unreadable=unreadable,
@@ -325,27 +332,57 @@ def _quota_room(quota: Obj) -> int | None:
     return max(limit - used, 0)
 
 
-def select_pods(
-    pods: Iterable[PodOutcome],
-    *,
-    namespaces: Collection[str] = (),
-    nodes: Collection[str] = (),
-    selector: LabelSelector | None = None,
-) -> list[PodOutcome]:
-    return [
-        p
-        for p in pods
-        if (not namespaces or p.pod.namespace in namespaces)
-        and (not nodes or p.node.name in nodes)
-        and (selector is None or selector.matches(p.labels))
-    ]
-
-
 class SortKey(StrEnum):
     NODE = "node"
     POD = "pod"
     CHANGE = "change"
     TARGET = "target"
+
+
+@dataclass(frozen=True)
+class View:
+    """What to show of a simulation: selecting never changes a computed number."""
+
+    nodes: Sequence[NodeOutcome]
+    pods: Sequence[PodOutcome]
+    unmanaged: Sequence[Unmanaged]
+
+    @property
+    def not_managed(self) -> dict[Ineligible, int]:
+        """The unmanaged pods shown, counted by the gate that excludes them."""
+        return dict(sorted(Counter(u.reason for u in self.unmanaged).items()))
+
+
+def select(
+    simulation: Simulation,
+    *,
+    namespaces: Collection[str] = (),
+    nodes: Collection[str] = (),
+    selector: LabelSelector | None = None,
+    sort: SortKey = SortKey.NODE,
+) -> View:
+    """The pods in ``namespaces``, on ``nodes`` and matching ``selector`` (each when given),
+    sorted, and the nodes: those named, or with pods shown when pods are selected."""
+
+    def shown(pod: PodInfo, labels: Mapping[str, str]) -> bool:
+        return (
+            (not namespaces or pod.namespace in namespaces)
+            and (not nodes or pod.node_name in nodes)
+            and (selector is None or selector.matches(labels))
+        )
+
+    pods = sort_pods([p for p in simulation.pods if shown(p.pod, p.labels)], sort)
+    by_pods = bool(namespaces or selector)
+    with_pods = {p.node.name for p in pods}
+    return View(
+        nodes=[
+            n
+            for n in simulation.nodes
+            if (not nodes or n.name in nodes) and (not by_pods or n.name in with_pods)
+        ],
+        pods=pods,
+        unmanaged=[u for u in simulation.unmanaged if shown(u.pod, u.labels)],
+    )
 
 
 def sort_pods(pods: Sequence[PodOutcome], key: SortKey) -> list[PodOutcome]:
@@ -398,10 +435,9 @@ def totals(pods: Sequence[PodOutcome]) -> Totals:
     )
 
 
-def document(
-    simulation: Simulation, pods: Sequence[PodOutcome], nodes: Sequence[NodeOutcome]
-) -> dict[str, Any]:
+def document(simulation: Simulation, view: View) -> dict[str, Any]:
     """The machine-readable result (``-o json``/``-o yaml``)."""
+    pods, nodes = view.pods, view.nodes
     summary = totals(pods)
     return {
         "enrolledNamespaces": list(simulation.enrolled),
@@ -459,9 +495,7 @@ def document(
             "blockedByLimitRange": summary.blocked_by_limit_range,
             "onDryRunNodes": summary.on_dry_run_nodes,
         },
-        "notManaged": {
-            str(reason): count for reason, count in sorted(simulation.not_managed.items())
-        },
+        "notManaged": {str(reason): count for reason, count in view.not_managed.items()},
         "unreadablePods": list(simulation.unreadable),
     }
 

@@ -17,9 +17,8 @@ from kubectl_headroom.simulate import (
     SortKey,
     WhatIf,
     document,
-    select_pods,
+    select,
     simulate,
-    sort_pods,
 )
 from kubectl_headroom.simulate_output import Progress, table
 from kubectl_headroom.snapshot import Snapshot, SnapshotError, load, save
@@ -106,21 +105,17 @@ async def _run(args: argparse.Namespace, *, read: Reader) -> int:
     changed = args.config is not None or bool(args.sets)
     for line in [*(warnings if changed else []), *simulation.notes]:
         print(f"warning: {line}", file=sys.stderr)
-    pods = sort_pods(
-        select_pods(simulation.pods, namespaces=args.namespace, nodes=args.node, selector=selector),
-        SortKey(args.sort_by),
+    view = select(
+        simulation,
+        namespaces=args.namespace,
+        nodes=args.node,
+        selector=selector,
+        sort=SortKey(args.sort_by),
     )
-    filtered = bool(args.namespace or args.selector)
-    shown_nodes = {p.node.name for p in pods}
-    nodes = [
-        n
-        for n in simulation.nodes
-        if (not args.node or n.name in args.node) and (not filtered or n.name in shown_nodes)
-    ]
     if args.output == "table":
-        print(table(simulation, pods, nodes))
+        print(table(simulation, view))
         return 0
-    result = document(simulation, pods, nodes)
+    result = document(simulation, view)
     if args.output == "json":
         # orjson: the standard library takes seconds over a hundred thousand pods.
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")

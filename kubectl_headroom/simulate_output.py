@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from typing import TextIO
 
 from app.explain import factor_text
-from kubectl_headroom.simulate import NodeOutcome, PodOutcome, Simulation, totals
+from kubectl_headroom.simulate import Simulation, View, totals
 from kubectl_headroom.table import render
 
 NODE_HEADERS = ("NODE", "POOL", "MODE", "ALLOCATABLE", "SLACK", "FACTOR", "MANAGED")
@@ -16,7 +15,7 @@ POD_HEADERS = (
 )  # fmt: skip
 
 
-def table(simulation: Simulation, pods: Sequence[PodOutcome], nodes: Sequence[NodeOutcome]) -> str:
+def table(simulation: Simulation, view: View) -> str:
     node_rows = [
         [
             n.name,
@@ -27,7 +26,7 @@ def table(simulation: Simulation, pods: Sequence[PodOutcome], nodes: Sequence[No
             factor_text(n.result.factor),
             str(n.result.pod_count),
         ]
-        for n in nodes
+        for n in view.nodes
     ]
     pod_rows = [
         [
@@ -41,20 +40,20 @@ def table(simulation: Simulation, pods: Sequence[PodOutcome], nodes: Sequence[No
             str(p.action),
             p.blocked_by or "",
         ]
-        for p in pods
+        for p in view.pods
     ]
     enrolled = ", ".join(simulation.enrolled) or "none"
     sections = [
         f"Enrolled namespaces: {enrolled}",
         render(NODE_HEADERS, node_rows) if node_rows else "No nodes match.",
         render(POD_HEADERS, pod_rows) if pod_rows else "No managed pods match.",
-        summary(simulation, pods),
+        summary(simulation, view),
     ]
     return "\n\n".join(sections)
 
 
-def summary(simulation: Simulation, pods: Sequence[PodOutcome]) -> str:
-    t = totals(pods)
+def summary(simulation: Simulation, view: View) -> str:
+    t = totals(view.pods)
     lines = [
         f"Managed pods: {t.pods}: {t.raised} raised, {t.lowered} lowered, {t.set} given a "
         f"first limit, {t.unchanged} unchanged (deadband, at target or QoS guard)",
@@ -68,11 +67,10 @@ def summary(simulation: Simulation, pods: Sequence[PodOutcome]) -> str:
             f"On dry-run nodes: {t.on_dry_run_nodes} of these pods (computed and announced, "
             "not resized)"
         )
-    if simulation.not_managed:
-        reasons = ", ".join(
-            f"{reason} {count}" for reason, count in sorted(simulation.not_managed.items())
-        )
-        lines.append(f"Not managed: {sum(simulation.not_managed.values())} pods ({reasons})")
+    not_managed = view.not_managed
+    if not_managed:
+        reasons = ", ".join(f"{reason} {count}" for reason, count in not_managed.items())
+        lines.append(f"Not managed: {sum(not_managed.values())} pods ({reasons})")
     if simulation.unreadable:
         lines.append(f"Skipped (invalid quantity): {', '.join(simulation.unreadable)}")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from kubectl_headroom.simulate import (
     SortKey,
     WhatIf,
     document,
-    select_pods,
+    select,
     simulate,
     sort_pods,
     totals,
@@ -80,7 +80,7 @@ def test_enrolment_can_be_simulated_both_ways() -> None:
     # a still books its request on the node: b shares 14 cores of slack.
     (node,) = released.nodes
     assert node.result.slack_m == 14000
-    assert released.not_managed == {Ineligible.NAMESPACE_NOT_ENROLLED: 1}
+    assert select(released).not_managed == {Ineligible.NAMESPACE_NOT_ENROLLED: 1}
 
 
 def test_enrolling_what_cannot_be_enrolled_says_so() -> None:
@@ -140,15 +140,15 @@ def test_pod_level_pods_are_managed_only_where_the_node_declares_pod_level_resiz
     pods = [pod_level("p"), pod_level("q", node="old-1")]
     simulation = run(snapshot(pods=pods, nodes=nodes))
     assert targets(simulation) == {"p": 10000}
-    assert simulation.not_managed == {Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED: 1}
-    assert document(simulation, simulation.pods, simulation.nodes)["pods"][0]["podLevel"] is True
+    assert select(simulation).not_managed == {Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED: 1}
+    assert document(simulation, select(simulation))["pods"][0]["podLevel"] is True
 
 
 def test_a_pod_the_kubelet_reports_infeasible_is_backed_off() -> None:
     pods = [cpu_pod("a", "1", conditions=[b.condition("PodResizePending", reason="Infeasible")])]
     simulation = run(snapshot(pods=pods))
     assert simulation.pods == []
-    assert simulation.not_managed == {Ineligible.BACKED_OFF: 1}
+    assert select(simulation).not_managed == {Ineligible.BACKED_OFF: 1}
 
 
 def test_a_limits_cpu_quota_blocks_the_raises_that_do_not_fit() -> None:
@@ -221,12 +221,30 @@ def test_filters_select_pods_without_changing_any_result() -> None:
     ]
     simulation = run(snapshot(pods=pods, nodes=nodes), enroll=("team-b",))
     web = parse_label_selector({"matchLabels": {"app": "web"}})
-    assert [p.pod.name for p in select_pods(simulation.pods, selector=web)] == ["a", "c"]
-    assert [p.pod.name for p in select_pods(simulation.pods, nodes=["n2"])] == ["b", "c"]
-    assert [p.pod.name for p in select_pods(simulation.pods, namespaces=["team-b"])] == ["c"]
+    assert [p.pod.name for p in select(simulation, selector=web).pods] == ["a", "c"]
+    by_node = select(simulation, nodes=["n2"])
+    assert ([p.pod.name for p in by_node.pods], [n.name for n in by_node.nodes]) == (
+        ["b", "c"],
+        ["n2"],
+    )
+    team_b = select(simulation, namespaces=["team-b"])
+    assert [n.name for n in team_b.nodes] == ["n2"]
     # c shares n2 with b either way.
-    (c,) = select_pods(simulation.pods, namespaces=["team-b"])
+    (c,) = team_b.pods
     assert c.node.result.pod_count == 2
+
+
+def test_filters_narrow_the_unmanaged_counts_too() -> None:
+    pods = [
+        cpu_pod("a", "1", labels={"app": "web"}),
+        cpu_pod("b", "1", namespace="team-b", labels={"app": "web"}),
+        cpu_pod("c", "1", namespace="team-b", labels={"app": "db"}),
+    ]
+    simulation = run(snapshot(pods=pods))
+    assert select(simulation).not_managed == {Ineligible.NAMESPACE_NOT_ENROLLED: 2}
+    web = parse_label_selector({"matchLabels": {"app": "web"}})
+    assert select(simulation, selector=web).not_managed == {Ineligible.NAMESPACE_NOT_ENROLLED: 1}
+    assert select(simulation, namespaces=["team-a"]).not_managed == {}
 
 
 def test_progress_is_reported_per_node() -> None:
