@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
-from kubectl_headroom.simulate import WhatIf, document, select, simulate
-from kubectl_headroom.simulate_output import table
+from kubectl_headroom.simulate import WhatIf, select, simulate
+from kubectl_headroom.simulate_output import document, table
 from kubectl_headroom.snapshot import FORMAT_VERSION, KIND, load
 from kubectl_headroom.whatif import what_if_config, what_if_settings
 

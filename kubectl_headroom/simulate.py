@@ -14,13 +14,12 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import orjson
 
 from app.config import LabelSelector, Settings, settings_for_node
 from app.eligibility import Ineligible, namespace_enrolled
-from app.explain import factor_text
 from app.limitrange import LimitRangeCaps, limit_range_caps
 from app.nodefeatures import resizes_pod_level
 from app.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
@@ -404,7 +403,7 @@ class Totals:
     lowered: int
     unchanged: int
     # Pods that have no limit yet and would get one.
-    set: int
+    first_limits: int
     limits_before_m: int
     limits_after_m: int
     # Pods without a limit before, and after (those left unlimited).
@@ -424,7 +423,7 @@ def totals(pods: Sequence[PodOutcome]) -> Totals:
         raised=actions[Action.RAISE],
         lowered=actions[Action.LOWER],
         unchanged=actions[Action.KEEP] + actions[Action.SKIP],
-        set=actions[Action.SET],
+        first_limits=actions[Action.SET],
         limits_before_m=sum(p.result.current_m for p in pods),
         limits_after_m=sum(p.after_m for p in pods),
         unlimited_before=sum(1 for p in pods if not p.result.current_m),
@@ -433,72 +432,3 @@ def totals(pods: Sequence[PodOutcome]) -> Totals:
         blocked_by_limit_range=blocked["limitrange"],
         on_dry_run_nodes=sum(1 for p in pods if p.node.dry_run),
     )
-
-
-def document(simulation: Simulation, view: View) -> dict[str, Any]:
-    """The machine-readable result (``-o json``/``-o yaml``)."""
-    pods, nodes = view.pods, view.nodes
-    summary = totals(pods)
-    return {
-        "enrolledNamespaces": list(simulation.enrolled),
-        "nodes": [
-            {
-                "node": n.name,
-                "pool": n.pool,
-                "mode": "dry-run" if n.dry_run else "enforcing",
-                "allocatable": _m(n.result.allocatable_m),
-                "booked": _m(n.result.booked_m),
-                "slack": _m(n.result.slack_m),
-                "factor": factor_text(n.result.factor),
-                "managedPods": n.result.pod_count,
-                "managedRequests": _m(n.result.managed_m),
-            }
-            for n in nodes
-        ],
-        "pods": [
-            {
-                "namespace": p.pod.namespace,
-                "pod": p.pod.name,
-                "node": p.node.name,
-                "pool": p.node.pool,
-                "podLevel": p.pod.pod_resources is not None,
-                "request": _m(p.result.request_m),
-                "currentLimit": _m(p.result.current_m) if p.result.current_m else None,
-                "simulatedLimit": _m(p.result.target_m) if p.result.target_m else None,
-                # How the simulated limit splits over the containers (none at pod level).
-                "simulatedContainerLimits": {
-                    ("init:" if c.sidecar else "") + c.name: _m(c.limit_m)
-                    for c in p.result.containers
-                },
-                "ceiling": _m(p.result.hi_m),
-                "ceilingBoundBy": str(p.result.hi_cap),
-                "capped": p.result.capped,
-                "action": str(p.action),
-                "reason": str(p.result.reason),
-                "patch": p.result.patch,
-                "blockedBy": p.blocked_by,
-                "limitAfter": _m(p.after_m) if p.after_m else None,
-            }
-            for p in pods
-        ],
-        "totals": {
-            "pods": summary.pods,
-            "raised": summary.raised,
-            "lowered": summary.lowered,
-            "set": summary.set,
-            "unchanged": summary.unchanged,
-            "limitsBefore": _m(summary.limits_before_m),
-            "limitsAfter": _m(summary.limits_after_m),
-            "withoutLimitBefore": summary.unlimited_before,
-            "withoutLimitAfter": summary.unlimited_after,
-            "blockedByQuota": summary.blocked_by_quota,
-            "blockedByLimitRange": summary.blocked_by_limit_range,
-            "onDryRunNodes": summary.on_dry_run_nodes,
-        },
-        "notManaged": {str(reason): count for reason, count in view.not_managed.items()},
-        "unreadablePods": list(simulation.unreadable),
-    }
-
-
-def _m(millis: int) -> str:
-    return f"{millis}m"

@@ -16,11 +16,10 @@ from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.simulate import (
     SortKey,
     WhatIf,
-    document,
     select,
     simulate,
 )
-from kubectl_headroom.simulate_output import Progress, table
+from kubectl_headroom.simulate_output import Progress, document, table
 from kubectl_headroom.snapshot import Snapshot, SnapshotError, load, save
 from kubectl_headroom.whatif import WhatIfError, what_if_config, what_if_settings
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from app.explain import factor_text
 from kubectl_headroom.simulate import Simulation, View, totals
@@ -55,7 +55,7 @@ def table(simulation: Simulation, view: View) -> str:
 def summary(simulation: Simulation, view: View) -> str:
     t = totals(view.pods)
     lines = [
-        f"Managed pods: {t.pods}: {t.raised} raised, {t.lowered} lowered, {t.set} given a "
+        f"Managed pods: {t.pods}: {t.raised} raised, {t.lowered} lowered, {t.first_limits} given a "
         f"first limit, {t.unchanged} unchanged (deadband, at target or QoS guard)",
         f"Sum of limits: {_m(t.limits_before_m)} -> {_m(t.limits_after_m)} "
         f"(pods without a limit: {t.unlimited_before} -> {t.unlimited_after})",
@@ -78,6 +78,71 @@ def summary(simulation: Simulation, view: View) -> str:
 
 def _m(millis: int) -> str:
     return f"{millis}m"
+
+
+def document(simulation: Simulation, view: View) -> dict[str, Any]:
+    """The machine-readable result (``-o json``/``-o yaml``)."""
+    pods, nodes = view.pods, view.nodes
+    summary = totals(pods)
+    return {
+        "enrolledNamespaces": list(simulation.enrolled),
+        "nodes": [
+            {
+                "node": n.name,
+                "pool": n.pool,
+                "mode": "dry-run" if n.dry_run else "enforcing",
+                "allocatable": _m(n.result.allocatable_m),
+                "booked": _m(n.result.booked_m),
+                "slack": _m(n.result.slack_m),
+                "factor": factor_text(n.result.factor),
+                "managedPods": n.result.pod_count,
+                "managedRequests": _m(n.result.managed_m),
+            }
+            for n in nodes
+        ],
+        "pods": [
+            {
+                "namespace": p.pod.namespace,
+                "pod": p.pod.name,
+                "node": p.node.name,
+                "pool": p.node.pool,
+                "podLevel": p.pod.pod_resources is not None,
+                "request": _m(p.result.request_m),
+                "currentLimit": _m(p.result.current_m) if p.result.current_m else None,
+                "simulatedLimit": _m(p.result.target_m) if p.result.target_m else None,
+                # How the simulated limit splits over the containers (none at pod level).
+                "simulatedContainerLimits": {
+                    ("init:" if c.sidecar else "") + c.name: _m(c.limit_m)
+                    for c in p.result.containers
+                },
+                "ceiling": _m(p.result.hi_m),
+                "ceilingBoundBy": str(p.result.hi_cap),
+                "capped": p.result.capped,
+                "action": str(p.action),
+                "reason": str(p.result.reason),
+                "patch": p.result.patch,
+                "blockedBy": p.blocked_by,
+                "limitAfter": _m(p.after_m) if p.after_m else None,
+            }
+            for p in pods
+        ],
+        "totals": {
+            "pods": summary.pods,
+            "raised": summary.raised,
+            "lowered": summary.lowered,
+            "firstLimits": summary.first_limits,
+            "unchanged": summary.unchanged,
+            "limitsBefore": _m(summary.limits_before_m),
+            "limitsAfter": _m(summary.limits_after_m),
+            "withoutLimitBefore": summary.unlimited_before,
+            "withoutLimitAfter": summary.unlimited_after,
+            "blockedByQuota": summary.blocked_by_quota,
+            "blockedByLimitRange": summary.blocked_by_limit_range,
+            "onDryRunNodes": summary.on_dry_run_nodes,
+        },
+        "notManaged": {str(reason): count for reason, count in view.not_managed.items()},
+        "unreadablePods": list(simulation.unreadable),
+    }
 
 
 class Progress:

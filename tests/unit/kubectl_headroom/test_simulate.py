@@ -11,12 +11,12 @@ from kubectl_headroom.simulate import (
     Action,
     SortKey,
     WhatIf,
-    document,
     select,
     simulate,
     sort_pods,
     totals,
 )
+from kubectl_headroom.simulate_output import document
 from kubectl_headroom.snapshot import Snapshot
 from tests.unit.app import builders as b
 from tests.unit.kubectl_headroom.snapshots import cpu_pod, snapshot
@@ -187,7 +187,7 @@ def test_totals() -> None:
     pods = [*WORKED, cpu_pod("d", "1", limit="3")]
     summary = totals(run(snapshot(pods=pods)).pods)
     # d: 1 + 7/9 of a core of slack, below its 3-core limit.
-    assert (summary.pods, summary.set, summary.lowered, summary.raised) == (4, 3, 1, 0)
+    assert (summary.pods, summary.first_limits, summary.lowered, summary.raised) == (4, 3, 1, 0)
     assert summary.limits_before_m == 3000
     assert (summary.unlimited_before, summary.unlimited_after) == (3, 0)
 
