@@ -23,9 +23,9 @@ def ineligibility(
     node_resizes_pod_level: bool | None = None,
 ) -> Ineligible | None:
     """``pod_ineligibility`` with the VPA gate worked out from the namespace's VPAs."""
-    names = [container.name for container in pod.containers]
     controlled = any(
-        vpa_targets_pod(vpa, pod) and vpa_controls_limits(vpa, container_names=names)
+        vpa_targets_pod(vpa, pod)
+        and vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
         for vpa in vpas
     )
     return pod_ineligibility(

@@ -5,12 +5,14 @@ writes a deterministic synthetic snapshot (three node pools, 200 namespaces of w
 enrolled, pods of one to three containers, sidecars, existing limits, pod-level pods,
 LimitRanges and a few ``limits.cpu`` quotas), then runs the real command as a separate
 process (interpreter start-up and imports included) and prints the median wall time of
-several runs for each output format, plus the time of each phase in-process.
+several runs for each output format, plus the time of each phase in-process. Machines
+shared with other work slow every figure down; compare runs on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import statistics
 import subprocess
@@ -159,9 +161,14 @@ def synthetic_snapshot(*, nodes: int, pods_per_node: int) -> dict[str, Any]:
 
 
 def _timed(action: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
+    # As the command runs: without garbage-collection passes (see simulate_cli).
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        action()
+        return time.perf_counter() - started
+    finally:
+        gc.enable()
 
 
 def main(argv: list[str] | None = None) -> None:
