@@ -82,6 +82,10 @@ bench-webhook: $(STAMP) ## /mutate/pods over TLS at concurrency 1 and 32 (uses w
 bench-reconciler: $(STAMP) control-plane ## 200 nodes, 8,000 pods on the real control plane (several minutes)
 	$(BIN)/python -m bench.reconciler_bench
 
+.PHONY: bench-simulate
+bench-simulate: $(STAMP) ## kubectl headroom simulate over a 5,000-node, 150,000-pod snapshot
+	$(BIN)/python -m bench.simulate_bench
+
 .PHONY: bench-control-plane
 bench-control-plane: $(STAMP) control-plane ## Warm start time of the local control plane
 	$(BIN)/python -m devcluster --check

@@ -32,6 +32,8 @@ class Ineligible(StrEnum):
     KUBELET_VERSION_UNKNOWN = "kubelet-version-unknown"
     # Matched by spec.excludedNodeSelector.
     NODE_EXCLUDED = "node-excluded"
+    # The pod declares pod-level resources and its node cannot resize those in place.
+    POD_LEVEL_RESIZE_UNSUPPORTED = "pod-level-resize-unsupported"
     OWNER_EXCLUDED = "owner-excluded"
     BACKED_OFF = "backed-off"
     VPA_CONTROLS_LIMITS = "vpa-controls-limits"
@@ -96,11 +98,14 @@ def pod_ineligibility(
     node: NodeView | None,
     backed_off: bool,
     vpa_controls_limits: bool,
+    node_resizes_pod_level: bool | None = None,
 ) -> Ineligible | None:
     """The first gate the pod fails, or None when Headroom manages it.
 
     ``namespace_labels`` None means the namespace is unknown (not enrolled);
     ``node`` None means the pod is not bound yet, so the node gates are skipped.
+    ``node_resizes_pod_level`` says whether the pod's node can resize pod-level resources
+    in place (``app.nodefeatures``); None (not bound yet) skips that gate.
     The mode label is a keyword and fails closed: any value but ``managed`` opts out.
     """
     if pod.terminal:
@@ -121,6 +126,8 @@ def pod_ineligibility(
         return Ineligible.RESTART_ON_RESIZE
     if node is not None and (reason := node_ineligibility(settings, node)) is not None:
         return reason
+    if pod.pod_resources is not None and node_resizes_pod_level is False:
+        return Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED
     if owner_excluded(settings, pod):
         return Ineligible.OWNER_EXCLUDED
     if backed_off:

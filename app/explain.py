@@ -33,6 +33,8 @@ class Explanation:
     current_m: int
     target_m: int
     dry_run: bool
+    # The node pool whose overrides applied; None when the node is in no pool.
+    pool: str | None = None
 
 
 def factor_text(factor: Fraction) -> str:
@@ -46,7 +48,9 @@ def shown_slack(slack_m: int) -> tuple[int, int]:
     return max(slack_m, 0), max(-slack_m, 0)
 
 
-def explain(node: NodeResult, pod: PodResult, *, dry_run: bool) -> Explanation:
+def explain(
+    node: NodeResult, pod: PodResult, *, dry_run: bool, pool: str | None = None
+) -> Explanation:
     slack_m, overbooked_m = shown_slack(node.slack_m)
     return Explanation(
         factor=factor_text(node.factor),
@@ -58,6 +62,7 @@ def explain(node: NodeResult, pod: PodResult, *, dry_run: bool) -> Explanation:
         current_m=pod.current_m,
         target_m=pod.target_m,
         dry_run=dry_run,
+        pool=pool,
     )
 
 
@@ -77,6 +82,8 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
         "targetLimit": _millis(explanation.target_m),
         "policy": POLICY_VERSION,
     }
+    if explanation.pool is not None:
+        fields["pool"] = explanation.pool
     if explanation.dry_run:
         fields["dryRun"] = True
     if previous is not None and _same_apart_from_time(previous, fields):
@@ -88,7 +95,8 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
 def event_message(explanation: Explanation) -> str:
     """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would.
 
-    An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``.
+    An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``; a node in a pool
+    adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``.
     """
     current = _millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
@@ -97,9 +105,10 @@ def event_message(explanation: Explanation) -> str:
     if explanation.overbooked_m:
         noun = "core" if explanation.overbooked_m == 1000 else "cores"
         overbooked = f", overbooked by {format_cores(explanation.overbooked_m)} {noun}"
+    pool = "" if explanation.pool is None else f", pool {explanation.pool}"
     message = (
         f"{current} -> {_millis(explanation.target_m)} "
-        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{overbooked})"
+        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{overbooked}{pool})"
     )
     return f"would set {message}" if explanation.dry_run else message
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 
@@ -53,6 +53,19 @@ class ContainerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PodLevelResources:
+    """A pod's own ``spec.resources``: Headroom sets its ``limits.cpu`` there and leaves
+    the containers' limits alone. The pod's request and current limit (``PodInfo``'s
+    ``request_m`` and ``limit_m``) are then the pod-level ones."""
+
+    # The pod-level CPU limit; None while unset.
+    cpu_limit_m: int | None
+    # The largest container CPU limit (0 if none): the API server refuses a pod-level
+    # limit below any container's.
+    container_limit_floor_m: int
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     namespace: str
     name: str
@@ -74,9 +87,10 @@ class PodInfo:
     qos_class: str
     # Setting every CPU limit to its request would make the pod Guaranteed.
     guaranteed_if_pinned: bool
-    # r: CPU requests of app containers and sidecars.
+    # r: CPU requests of app containers and sidecars, or the pod-level request.
     request_m: int
     # c: their CPU limits summed over request-bearing containers; 0 if any has none.
+    # With pod-level resources: the pod-level CPU limit, 0 while unset.
     limit_m: int
     max_cpu_m: int | None
     max_cpu_warning: str | None
@@ -88,6 +102,8 @@ class PodInfo:
     generation: int | None
     observed_generation: int | None
     status_annotation: str | None
+    # Set only for pods that declare pod-level resources (few do), to keep records small.
+    pod_resources: PodLevelResources | None = None
 
     @property
     def key(self) -> str:
@@ -105,6 +121,21 @@ class _Resources:
     cpu_limit: Fraction | None
     memory_request: Fraction | None
     memory_limit: Fraction | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFacts:
+    """What a pod's containers and resources settle: the same for every pod of one
+    template, so a caller reading many pods may compute it once per distinct spec."""
+
+    containers: tuple[ContainerInfo, ...]
+    cpu_containers: tuple[ContainerInfo, ...]
+    init_cpu_requests_m: tuple[int, ...]
+    qos_class: str
+    guaranteed_if_pinned: bool
+    request_m: int
+    limit_m: int
+    pod_resources: PodLevelResources | None
 
 
 # The wire schema: only the fields Headroom reads. Quantities are strings on the wire;
@@ -127,6 +158,13 @@ class _RequirementsWire(msgspec.Struct, gc=False):
 
 
 _NO_REQUIREMENTS: Final = _RequirementsWire()
+
+
+class _PodRequirementsWire(msgspec.Struct, gc=False):
+    """Pod-level resources: any resource name counts (hugepages too), so kept whole."""
+
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
 
 
 class _ResizePolicyWire(msgspec.Struct, gc=False):
@@ -179,6 +217,7 @@ class PodSpecWire(msgspec.Struct, gc=False):
     nodeName: str | None = None
     containers: list[ContainerWire] | None = None
     initContainers: list[ContainerWire] | None = None
+    resources: _PodRequirementsWire | None = None
 
 
 class _ConditionWire(msgspec.Struct, gc=False):
@@ -204,26 +243,11 @@ class PodWire(msgspec.Struct, gc=False):
 _NO_METADATA: Final = _MetadataWire()
 _NO_SPEC: Final = PodSpecWire()
 _NO_STATUS: Final = _StatusWire()
-
-
 _POD_DECODER: Final = msgspec.json.Decoder(PodWire)
 
 
 class PodShapeError(ValueError):
     """A pod object whose fields have the wrong JSON types; the message names the field."""
-
-
-def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
-    """Strip a pod held as a dict (an admission request, a listed item).
-
-    Raises ``PodShapeError`` when a field has the wrong type and ``QuantityError`` on a bad
-    quantity.
-    """
-    try:
-        wire = msgspec.convert(obj, PodWire)
-    except msgspec.ValidationError as err:
-        raise PodShapeError(str(err)) from err
-    return pod_info(wire)
 
 
 def decode_pod(data: bytes | memoryview) -> PodWire:
@@ -239,15 +263,26 @@ def decode_pod(data: bytes | memoryview) -> PodWire:
         raise PodShapeError(str(err)) from err
 
 
-def pod_info(wire: PodWire) -> PodInfo:
-    """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
-    metadata = wire.metadata or _NO_METADATA
-    spec = wire.spec or _NO_SPEC
-    status = wire.status or _NO_STATUS
-    annotations = metadata.annotations or _NO_ANNOTATIONS
+def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
+    """Strip a pod held as a dict (an admission request, a listed or saved item).
 
-    apps = spec.containers or ()
-    inits = spec.initContainers or ()
+    ``facts``, when given, must be ``resource_facts`` of this pod's spec and status QoS
+    class; they are then not worked out again. Raises ``PodShapeError`` when a field has
+    the wrong type and ``QuantityError`` on a bad quantity.
+    """
+    return pod_info(_convert(obj, PodWire), facts=facts)
+
+
+def resource_facts(
+    spec: Mapping[str, Any] | PodSpecWire, *, qos_class: str | None
+) -> ResourceFacts:
+    """The facts of a pod spec; ``qos_class`` is the one in the pod's status, if any.
+
+    Raises ``QuantityError`` on a bad quantity.
+    """
+    wire = spec if isinstance(spec, PodSpecWire) else _convert(spec, PodSpecWire)
+    inits = wire.initContainers or ()
+    apps = wire.containers or ()
     sidecars = [c for c in inits if c.restartPolicy == "Always"]
     plain_inits = [c for c in inits if c.restartPolicy != "Always"]
     app_resources = [_resources(c) for c in apps]
@@ -264,15 +299,58 @@ def pod_info(wire: PodWire) -> PodInfo:
         ),
     )
     resizable = [*app_resources, *sidecar_resources]
-    # The pod as it would be if the policy gave it no burst at all.
-    pinned = [
-        _Resources(r.cpu_request, r.cpu_request, r.memory_request, r.memory_limit)
-        if r.cpu_request
-        else r
-        for r in resizable
-    ]
     cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
     limits = [c.cpu_limit_m for c in cpu_containers]
+    request_m = sum(c.cpu_request_m for c in cpu_containers)
+    limit_m = 0 if None in limits else sum(c or 0 for c in limits)
+    qos = qos_class
+    pod_level = _pod_level(wire.resources, containers=resizable)
+    pod_resources = None
+    if pod_level is None:
+        qos = qos or _qos([*resizable, *plain_resources])
+        # The pod as it would be if the policy gave it no burst at all.
+        pinned = [
+            _Resources(r.cpu_request, r.cpu_request, r.memory_request, r.memory_limit)
+            if r.cpu_request
+            else r
+            for r in resizable
+        ]
+        guaranteed_if_pinned = _qos([*pinned, *plain_resources]) == GUARANTEED
+    else:
+        qos = qos or _requirements_qos(pod_level)
+        pinned_pod = _Resources(
+            pod_level.cpu_request,
+            pod_level.cpu_request,
+            pod_level.memory_request,
+            pod_level.memory_limit,
+        )
+        guaranteed_if_pinned = _requirements_qos(pinned_pod) == GUARANTEED
+        request_m = _millis(pod_level.cpu_request) or 0
+        limit_m = _millis(pod_level.cpu_limit) or 0
+        pod_resources = PodLevelResources(
+            cpu_limit_m=_millis(pod_level.cpu_limit),
+            container_limit_floor_m=max((c.cpu_limit_m or 0 for c in containers), default=0),
+        )
+    return ResourceFacts(
+        containers=containers,
+        cpu_containers=cpu_containers,
+        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
+        qos_class=qos,
+        guaranteed_if_pinned=guaranteed_if_pinned,
+        request_m=request_m,
+        limit_m=limit_m,
+        pod_resources=pod_resources,
+    )
+
+
+def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
+    """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
+    metadata = wire.metadata or _NO_METADATA
+    spec = wire.spec or _NO_SPEC
+    status = wire.status or _NO_STATUS
+    annotations = metadata.annotations or _NO_ANNOTATIONS
+    if facts is None:
+        facts = resource_facts(spec, qos_class=status.qosClass)
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
     pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
     return PodInfo(
@@ -285,13 +363,13 @@ def pod_info(wire: PodWire) -> PodInfo:
         mirror=annotations.mirror is not None,
         labels=_own_labels((metadata.labels or _NO_LABELS_WIRE).mode),
         owners=tuple(_owner(ref) for ref in metadata.ownerReferences or ()),
-        containers=containers,
-        cpu_containers=cpu_containers,
-        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
-        qos_class=status.qosClass or _qos([*resizable, *plain_resources]),
-        guaranteed_if_pinned=_qos([*pinned, *plain_resources]) == GUARANTEED,
-        request_m=sum(c.cpu_request_m for c in cpu_containers),
-        limit_m=0 if None in limits else sum(c or 0 for c in limits),
+        containers=facts.containers,
+        cpu_containers=facts.cpu_containers,
+        init_cpu_requests_m=facts.init_cpu_requests_m,
+        qos_class=facts.qos_class,
+        guaranteed_if_pinned=facts.guaranteed_if_pinned,
+        request_m=facts.request_m,
+        limit_m=facts.limit_m,
         max_cpu_m=max_cpu_m,
         max_cpu_warning=max_cpu_warning,
         resize_pending=pending_reason,
@@ -300,16 +378,19 @@ def pod_info(wire: PodWire) -> PodInfo:
         generation=metadata.generation,
         observed_generation=status.observedGeneration,
         status_annotation=annotations.status,
+        pod_resources=facts.pod_resources,
     )
 
 
 def qos_class(spec: Mapping[str, Any]) -> str:
-    """The QoS class the API server computes for a pod spec (init containers included)."""
-    try:
-        wire = msgspec.convert(spec, PodSpecWire)
-    except msgspec.ValidationError as err:
-        raise PodShapeError(str(err)) from err
-    return _qos([_resources(c) for c in (*(wire.containers or ()), *(wire.initContainers or ()))])
+    """The QoS class the API server computes for a pod spec (init containers included).
+
+    Pod-level resources, when the pod declares any, decide it alone.
+    """
+    wire = _convert(spec, PodSpecWire)
+    resources = [_resources(c) for c in (*(wire.containers or ()), *(wire.initContainers or ()))]
+    pod_level = _pod_level(wire.resources, containers=resources)
+    return _qos(resources) if pod_level is None else _requirements_qos(pod_level)
 
 
 def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
@@ -331,6 +412,55 @@ def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
 def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
     """R: CPU requested by every non-terminal pod in ``pods`` (managed or not)."""
     return sum(pod.request_m for pod in pods if not pod.terminal)
+
+
+T = TypeVar("T")
+
+
+def _convert(obj: Mapping[str, Any], wire: type[T]) -> T:
+    try:
+        return msgspec.convert(obj, wire)
+    except msgspec.ValidationError as err:
+        raise PodShapeError(str(err)) from err
+
+
+def _pod_level(
+    resources: _PodRequirementsWire | None, *, containers: Sequence[_Resources]
+) -> _Resources | None:
+    """Pod-level CPU and memory as the API server stores them, or None when the pod
+    declares no pod-level resources.
+
+    Requests are defaulted the way the API server does (so a pod still under admission
+    reads like the stored one): with pod-level limits, a missing request is the sum of
+    the containers' requests, or the pod-level limit when no container requests it.
+    """
+    if resources is None:
+        return None
+    requests = resources.requests or {}
+    limits = resources.limits or {}
+    if not any(_pod_level_resource(name) for name in (*requests, *limits)):
+        return None
+    cpu_limit = _quantity(limits.get("cpu"))
+    memory_limit = _quantity(limits.get("memory"))
+    cpu_request = _quantity(requests.get("cpu"))
+    memory_request = _quantity(requests.get("memory"))
+    if limits:
+        if cpu_request is None:
+            cpu_request = _sum_or_none([c.cpu_request for c in containers]) or cpu_limit
+        if memory_request is None:
+            memory_request = _sum_or_none([c.memory_request for c in containers]) or memory_limit
+    elif cpu_request is None:
+        cpu_request = _sum_or_none([c.cpu_request for c in containers])
+    return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _sum_or_none(values: Sequence[Fraction | None]) -> Fraction | None:
+    present = [value for value in values if value]
+    return sum(present, Fraction(0)) if present else None
 
 
 def _resources(container: ContainerWire) -> _Resources:
@@ -405,11 +535,34 @@ def _qos(containers: Sequence[_Resources]) -> str:
         every_limit_set
         and bool(cpu_requests)
         and bool(memory_requests)
-        and sum(cpu_requests, Fraction(0)) == sum(cpu_limits, Fraction(0))
-        and sum(memory_requests, Fraction(0)) == sum(memory_limits, Fraction(0))
+        and _exact_sum(cpu_requests) == _exact_sum(cpu_limits)
+        and _exact_sum(memory_requests) == _exact_sum(memory_limits)
     ):
         return GUARANTEED
     return BURSTABLE
+
+
+def _requirements_qos(resources: _Resources) -> str:
+    """``requirementsQOS`` over one set of requests and limits (pod-level resources):
+    per resource, equal non-zero values are Guaranteed, both unset BestEffort."""
+    classes = set()
+    for request, limit in (
+        (resources.cpu_request, resources.cpu_limit),
+        (resources.memory_request, resources.memory_limit),
+    ):
+        if (request or 0) != (limit or 0):
+            return BURSTABLE
+        classes.add(GUARANTEED if request else BEST_EFFORT)
+    return classes.pop() if len(classes) == 1 else BURSTABLE
+
+
+def _exact_sum(values: Sequence[Fraction]) -> Fraction:
+    """``sum(values)``, without a Fraction addition (and its gcd) per term when the values
+    share one denominator, as byte counts and millicores of one pod usually do."""
+    denominator = values[0].denominator
+    if all(value.denominator == denominator for value in values):
+        return Fraction(sum(value.numerator for value in values), denominator)
+    return sum(values, Fraction(0))
 
 
 def _quantity(value: object) -> Fraction | None:

@@ -21,11 +21,12 @@ def ineligibility(
     node: NodeView | None,
     vpas: Iterable[Mapping[str, Any]],
     backed_off: bool = False,
+    node_resizes_pod_level: bool | None = None,
 ) -> Ineligible | None:
     """``pod_ineligibility`` with the VPA gate worked out from the namespace's VPAs."""
-    names = [container.name for container in pod.containers]
     controlled = any(
-        vpa_targets_pod(vpa, pod) and vpa_controls_limits(vpa, container_names=names)
+        vpa_targets_pod(vpa, pod)
+        and vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
         for vpa in vpas
     )
     return pod_ineligibility(
@@ -35,4 +36,5 @@ def ineligibility(
         node=node,
         backed_off=backed_off,
         vpa_controls_limits=controlled,
+        node_resizes_pod_level=node_resizes_pod_level,
     )

@@ -40,7 +40,13 @@ REPO = Path(__file__).resolve().parent.parent
 ENFORCE = """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":false}}'"""
 DRY_RUN = """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'"""
 NODE = "demo-node-1"
-NODES = (NODE, "demo-node-2", "demo-node-3")
+POOL_NODE = "demo-node-2"
+NODES = (NODE, POOL_NODE, "demo-node-3")
+POOL_LABEL = "pool"
+BATCH_POOL = (
+    '[{"name":"batch","nodeSelector":{"matchLabels":{"' + POOL_LABEL + '":"batch"}},'
+    '"maxMultiplier":"20"}]'
+)
 
 
 @dataclass
@@ -251,14 +257,26 @@ class Demo:
         )  # fmt: skip
 
     def web_pod(self, cluster: Cluster) -> dict[str, Any] | None:
+        return self.app_pod(cluster, "web")
+
+    def app_pod(self, cluster: Cluster, app: str) -> dict[str, Any] | None:
         pods = [
             p
             for p in cluster.pods(self.namespace)
-            if p["metadata"]["labels"].get("app") == "web"
+            if p["metadata"]["labels"].get("app") == app
             and not p["metadata"].get("deletionTimestamp")
             and p["spec"].get("nodeName")
         ]
         return pods[0] if pods else None
+
+    def simulated(self, command: str, pod: str) -> dict[str, Any]:
+        """One pod's row of ``kubectl headroom simulate … -o json``; {} if it is not listed."""
+        result = self.sh(command, show=False)
+        try:
+            rows = json.loads(result.stdout)["pods"]
+        except (ValueError, KeyError):
+            return {}
+        return next((row for row in rows if row["pod"] == pod), {})
 
     def summary(self) -> int:
         self.say("\nSummary")
@@ -393,10 +411,21 @@ class Demo:
             self.say("\nThe config singleton, in dry-run")
             self.sh("kubectl apply -k config/samples")
             self.sh("kubectl get hcfg cluster")
-        self.say(f"\nDry-run: enrol namespace {ns} and deploy a 500m pod alone on {NODE}")
+        self.say(f"\nBefore enrolling: deploy a 500m pod alone on {NODE} in {ns}, and simulate")
         self.own_namespace(cluster)
-        self.sh(f"kubectl label ns {ns} {MODE_LABEL}={MODE_MANAGED}")
         cluster.apply(deployment("web", ns, cpu="500m", node=NODE if embedded else None))
+        with self.step("wait for web to be scheduled"):
+            before = wait_for(lambda: self.web_pod(cluster))
+        self.sh(f"kubectl headroom simulate --enroll {ns}")
+        row = (
+            self.simulated(f"kubectl headroom simulate --enroll {ns} -n {ns} -o json",
+                           before["metadata"]["name"])
+            if before
+            else {}
+        )  # fmt: skip
+        predicted = row.get("simulatedLimit")
+        self.say(f"\nDry-run: enrol namespace {ns}")
+        self.sh(f"kubectl label ns {ns} {MODE_LABEL}={MODE_MANAGED}")
         with self.step("wait for the dry-run status annotation"):
             pod = wait_for(lambda: (p := self.web_pod(cluster)) and status_of(p) and p)
         if pod is None:
@@ -410,6 +439,12 @@ class Demo:
         )
         self.say(view(cluster, ns))
         status = status_of(pod)
+        self.check(
+            "simulate",
+            "simulate, run before enrolling, predicted the dry-run target",
+            f"predicted {predicted}, annotation {status.get('targetLimit')}",
+            predicted is not None and predicted == status.get("targetLimit"),
+        )
         if not embedded:
             self.check(
                 "annotation", "the installed Headroom annotates the pod",
@@ -467,6 +502,7 @@ class Demo:
             "same numbers" if matches else f"explain {numbers}, annotation {now}",
             matches,
         )
+        self.pools(cluster)
         self.say("\nQuota: a limits.cpu ResourceQuota in a managed namespace")
         denial = cluster.run(
             "create", "-n", ns, "-f", "-",
@@ -501,6 +537,42 @@ class Demo:
                 frozen,
             )
         return self.finish(cluster)
+
+    def pools(self, cluster: Cluster) -> None:
+        """A second node pool, batch, with a multiplier of its own."""
+        ns = self.namespace
+        self.say(f"\nNode pools: a 500m pod alone on {POOL_NODE}, then a batch pool there")
+        cluster.apply(deployment("reports", ns, cpu="500m", node=POOL_NODE))
+        with self.step("wait for reports to climb to the default 10x cap"):
+            wait_for(lambda: (p := self.app_pod(cluster, "reports")) and cpu_limit_m(p) == 5000)
+        self.sh(f"kubectl label node {POOL_NODE} {POOL_LABEL}=batch")
+        set_pool = f"nodePools={BATCH_POOL}"
+        self.sh(f"kubectl headroom simulate --set '{set_pool}'")
+        reports = self.app_pod(cluster, "reports") or {"metadata": {"name": ""}}
+        row = self.simulated(
+            f"kubectl headroom simulate -n {ns} --set '{set_pool}' -o json",
+            reports["metadata"]["name"],
+        )
+        self.sh(
+            "kubectl patch hcfg cluster --type merge -p "
+            f'\'{{"spec":{{"nodePools":{BATCH_POOL}}}}}\''
+        )
+        with self.step("wait for reports to climb to the batch pool's 20x cap"):
+            pod = wait_for(
+                lambda: (p := self.app_pod(cluster, "reports")) and cpu_limit_m(p) == 10000 and p
+            )
+        self.say(view(cluster, ns))
+        status = status_of(pod) if pod else {}
+        self.check(
+            "pools",
+            "the batch pool lifts reports to 20x (10000m), as simulated",
+            f"simulated {row.get('simulatedLimit')} ({row.get('pool')}), "
+            f"limit {cpu_limit_m(pod) if pod else None}m, annotation pool {status.get('pool')}",
+            pod is not None
+            and row.get("simulatedLimit") == "10000m"
+            and row.get("pool") == "batch"
+            and status.get("pool") == "batch",
+        )
 
     def finish(self, cluster: Cluster) -> int:
         if not self.args.keep:

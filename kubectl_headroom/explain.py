@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.config import Settings
+from app.config import Settings, settings_for_node
 from app.eligibility import Ineligible, node_ineligibility, node_reason
 from app.explain import explain, factor_text, shown_slack
 from app.limitrange import limit_range_caps
+from app.nodefeatures import resizes_pod_level
 from app.nodes import node_facts
 from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
 from app.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
@@ -42,15 +43,17 @@ class PodExplanation:
     node_result: NodeResult
     result: PodResult | None
     bookings: Sequence[Booking]
+    # The settings on the pod's node: its pool's overrides applied.
     settings: Settings
+    pool: str | None = None
 
     @property
     def annotation_fields(self) -> dict[str, Any]:
         """The numbers the status annotation carries, formatted the same way."""
         if self.result is None:
             return {}
-        ex = explain(self.node_result, self.result, dry_run=self.settings.dry_run)
-        return {
+        ex = explain(self.node_result, self.result, dry_run=self.settings.dry_run, pool=self.pool)
+        fields: dict[str, Any] = {
             "factor": ex.factor,
             "slack": f"{ex.slack_m}m",
             **({"overbooked": f"{ex.overbooked_m}m"} if ex.overbooked_m else {}),
@@ -58,6 +61,9 @@ class PodExplanation:
             "nodePods": ex.node_pods,
             "targetLimit": f"{ex.target_m}m",
         }
+        if ex.pool is not None:
+            fields["pool"] = ex.pool
+        return fields
 
 
 def explain_pod(
@@ -77,6 +83,8 @@ def explain_pod(
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
     infos = [pod_info_from_dict(p) for p in raw_pods]
     facts = node_facts(node)
+    settings, pool = settings_for_node(settings, facts.labels)
+    pod_level_resize = resizes_pod_level(node)
     managed: list[PodInfo] = []
     reasons: dict[str, Ineligible | None] = {}
     for info in infos:
@@ -86,6 +94,7 @@ def explain_pod(
             namespace_labels=namespace_labels.get(info.namespace),
             node=facts,
             vpas=vpas.get(info.namespace, ()),
+            node_resizes_pod_level=pod_level_resize,
         )
         reasons[info.uid] = reason
         if reason is None:
@@ -125,6 +134,7 @@ def explain_pod(
         result=next((r for r in result.pods if r.pod.uid == target_uid), None),
         bookings=bookings,
         settings=settings,
+        pool=pool,
     )
 
 
@@ -156,6 +166,12 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     node = explanation.node_result
     settings = explanation.settings
     lines = [f"Pod {explanation.pod} on node {explanation.node}"]
+    pool = explanation.pool
+    lines.append(
+        f"Node pool: {pool} (its overrides apply)"
+        if pool
+        else "Node pool: none (top-level settings)"
+    )
     if explanation.ineligible is not None:
         lines.append(f"  not managed: {explanation.ineligible}")
     if explanation.node_gate is not None:
@@ -176,7 +192,12 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     ]
     result = explanation.result
     if result is not None:
-        lines += ["", f"This pod: request r = {_m(result.request_m)}"]
+        level = (
+            " (pod-level resources: the limit is set at pod level)"
+            if (result.pod.pod_resources is not None)
+            else ""
+        )
+        lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
         if node.slack_m > 0 and node.managed_m > 0:
             share = half_up_div(node.slack_m * result.request_m, node.managed_m)
             floor = min(settings.min_burst_floor_m, half_up_div(node.slack_m, node.pod_count))
@@ -221,6 +242,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "managed": explanation.ineligible is None,
         "ineligible": None if explanation.ineligible is None else str(explanation.ineligible),
         "nodeGate": explanation.node_gate,
+        "pool": explanation.pool,
         "allocatable": _m(node.allocatable_m),
         "booked": _m(node.booked_m),
         "slack": _m(shown_slack(node.slack_m)[0]),
@@ -236,6 +258,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
     }
     if result is not None:
         document.update(
+            podLevel=result.pod.pod_resources is not None,
             request=_m(result.request_m),
             currentLimit=_m(result.current_m),
             target=_m(result.target_m),

@@ -4,31 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import json
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from app.config import Settings
-from app.explain import factor_text
-from app.kube.config import KubeConfigError, async_api_client
-from app.kube.http import ApiError, KubeHttp
-from app.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
-from kubectl_headroom.explain import as_dict, explain_pod, render
-from kubectl_headroom.preflight import Severity, preflight
-from kubectl_headroom.state import ClusterState, fetch_state
-from kubectl_headroom.status import event_time, summarize
-from kubectl_headroom.table import render as render_table
-
-EXIT_BLOCKED = 1
-EXIT_ERROR = 3
+from kubectl_headroom import simulate_cli
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl headroom",
-        description="Preflight, explain and status for Headroom (CPU limits from node slack).",
+        description=(
+            "Preflight, explain, status and simulate for Headroom (CPU limits from node slack)."
+        ),
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,149 +43,28 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="mode, managed scope and recent outcomes")
     st.add_argument("--output", "-o", choices=("table", "json"), default="table")
-    return parser
 
-
-async def _run(args: argparse.Namespace) -> int:
-    http = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig))
-    try:
-        state = await fetch_state(http)
-        settings, config_problem = state.settings()
-        if config_problem:
-            print(f"warning: {config_problem}; using defaults", file=sys.stderr)
-        if args.command == "preflight":
-            findings = preflight(state, settings=settings, planned=args.namespace)
-            blockers = sum(f.severity is Severity.BLOCKER for f in findings)
-            if args.output == "json":
-                print(
-                    json.dumps(
-                        {"findings": [f.as_dict() for f in findings], "blockers": blockers},
-                        indent=2,
-                    )
-                )
-            elif findings:
-                rows = [
-                    [str(f.severity).upper(), f.check, f.subject, f.message, f.fix]
-                    for f in findings
-                ]
-                print(render_table(["SEVERITY", "CHECK", "OBJECT", "FINDING", "FIX"], rows))
-                print(f"\n{blockers} blocker(s), {len(findings) - blockers} other finding(s)")
-            else:
-                print("preflight passed: no findings")
-            return EXIT_BLOCKED if blockers else 0
-        if args.command == "explain":
-            return await _explain(http, state, settings, args)
-        events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
-        status = summarize(
-            config=state.config,
-            settings=settings,
-            managed_namespaces=state.managed_namespaces(settings),
-            events=events,
-        )
-        if args.output == "json":
-            print(json.dumps(status.as_dict(), indent=2))
-            return 0
-        namespaces = ", ".join(status.managed_namespaces) or "none"
-        print(f"Mode:               {status.mode}")
-        print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
-        print(f"Ready:              {status.ready}")
-        print(f"Managed namespaces: {namespaces}")
-        print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
-        print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
-        if status.recent:
-            print()
-            print(
-                render_table(
-                    ["TIME", "REASON", "POD", "MESSAGE"],
-                    [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent],
-                )
-            )
-        return 0
-    finally:
-        await http.close()
-
-
-async def _explain(
-    http: KubeHttp, state: ClusterState, settings: Settings, args: argparse.Namespace
-) -> int:
-    what_if = None
-    if args.request is not None:
-        try:
-            what_if = parse_cpu_millis(args.request)
-        except QuantityError as err:
-            print(f"error: --request: {err}", file=sys.stderr)
-            return EXIT_ERROR
-    pod = await http.get(f"/api/v1/namespaces/{args.namespace}/pods/{args.pod}")
-    node_name = pod.get("spec", {}).get("nodeName")
-    if not node_name:
-        print(f"pod {args.namespace}/{args.pod} is not bound to a node yet", file=sys.stderr)
-        return EXIT_ERROR
-    node = await http.get(f"/api/v1/nodes/{node_name}")
-    node_pods = (
-        await http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node_name}"})
-    ).get("items") or []
-    by_namespace = _group(state.limit_ranges)
-    compute = functools.partial(
-        explain_pod,
-        pod=pod,
-        node=node,
-        node_pods=node_pods,
-        namespace_labels={
-            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
-        },
-        limit_ranges=by_namespace,
-        vpas=_group(state.vpas or ()),
-        settings=settings,
+    sim = sub.add_parser(
+        "simulate",
+        help="what Headroom would do to every pod under a what-if; never writes",
+        description=(
+            "Runs the reconciler's eligibility and policy over the live cluster (or a saved "
+            "snapshot) under a what-if config and enrolment, and prints every managed pod's "
+            "current and simulated CPU limit. Nothing in the cluster changes."
+        ),
     )
-    explanation = compute()
-    alternative = compute(what_if_request_m=what_if) if what_if else None
-    events = (
-        await http.get(
-            f"/api/v1/namespaces/{args.namespace}/events",
-            params={"fieldSelector": f"involvedObject.name={args.pod},reason=CPULimitAdjusted"},
-        )
-    ).get("items") or []
-    last = max(events, key=event_time, default=None)
-    last_message = str(last.get("message", "")) if last else None
-    if args.output == "json":
-        document = as_dict(explanation)
-        document["lastEvent"] = last_message
-        if alternative is not None:
-            document["whatIf"] = as_dict(alternative)
-        print(json.dumps(document, indent=2))
-        return 0
-    print(render(explanation, last_event=last_message))
-    if alternative is not None and alternative.result is not None:
-        print(
-            f"\nWhat if the request were {format_cpu_millis(what_if or 0)}: "
-            f"target {alternative.result.target_m}m, ceiling {alternative.result.hi_m}m "
-            f"(node factor would be {factor_text(alternative.node_result.factor)})"
-        )
-    elif alternative is not None:
-        print(f"\nWith that request the pod would not be managed ({alternative.ineligible})")
-    return 0
-
-
-def _group(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for obj in objects:
-        grouped.setdefault(obj["metadata"]["namespace"], []).append(obj)
-    return grouped
-
-
-def _count(value: int | None) -> str:
-    return "?" if value is None else str(value)
+    simulate_cli.add_arguments(sim)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        return asyncio.run(_run(args))
-    except KubeConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-    except ApiError as err:
-        print(f"error: the API server answered {err}", file=sys.stderr)
-    return EXIT_ERROR
+    if args.command == "simulate" and args.snapshot is not None:
+        # Offline: no cluster is read, so the Kubernetes client (a second to import) is not.
+        return asyncio.run(simulate_cli.run(args, read=simulate_cli.from_file(args.snapshot)))
+    from kubectl_headroom import commands
+
+    return commands.run(args)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,30 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from app.config import Settings
+from app.config import NodePool, Settings, settings_for_node
+from app.quantity import format_cpu_millis
 
 # Events the reconciler emits, in the order operators care about them.
 REASONS = ("CPULimitAdjusted", "ResizeInfeasible", "ResizeForbidden")
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    name: str
+    nodes: int
+    mode: str
+    overrides: Sequence[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "nodes": self.nodes,
+            "mode": self.mode,
+            "overrides": list(self.overrides),
+        }
 
 
 @dataclass(frozen=True)
@@ -23,6 +41,9 @@ class Status:
     managed_nodes: int | None
     outcomes: Mapping[str, int]
     recent: Sequence[Mapping[str, str]] = field(default_factory=tuple)
+    pools: Sequence[PoolStatus] = ()
+    # Nodes in no pool, which run on the top-level settings.
+    nodes_without_pool: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -34,6 +55,8 @@ class Status:
             "managedNodes": self.managed_nodes,
             "outcomes": dict(self.outcomes),
             "recent": [dict(r) for r in self.recent],
+            "pools": [pool.as_dict() for pool in self.pools],
+            "nodesWithoutPool": self.nodes_without_pool,
         }
 
 
@@ -44,6 +67,7 @@ def summarize(
     managed_namespaces: Sequence[str],
     events: Sequence[Mapping[str, Any]],
     recent: int = 5,
+    node_labels: Sequence[Mapping[str, str]] = (),
 ) -> Status:
     status = (config or {}).get("status") or {}
     ready = next(
@@ -53,6 +77,7 @@ def summarize(
     ours = [e for e in events if e.get("reason") in REASONS]
     ours.sort(key=event_time)
     counts = Counter(str(e["reason"]) for e in ours)
+    members = Counter(settings_for_node(settings, labels)[1] for labels in node_labels)
     return Status(
         configured=config is not None,
         mode="dry-run" if settings.dry_run else "enforcing",
@@ -70,7 +95,42 @@ def summarize(
             }
             for e in ours[-recent:]
         ],
+        pools=[
+            PoolStatus(
+                name=pool.name,
+                nodes=members[pool.name],
+                mode="dry-run" if settings.dry_run or pool.overrides.dry_run else "enforcing",
+                overrides=overrides_text(pool),
+            )
+            for pool in settings.node_pools
+        ],
+        nodes_without_pool=members[None],
     )
+
+
+def overrides_text(pool: NodePool) -> list[str]:
+    """The pool's overrides as ``field=value``, in the CRD's spelling."""
+    o = pool.overrides
+    fields = (
+        ("maxMultiplier", None if o.max_multiplier is None else _number(o.max_multiplier)),
+        (
+            "minBurstFloor",
+            None if o.min_burst_floor_m is None else format_cpu_millis(o.min_burst_floor_m),
+        ),
+        ("quantum", None if o.quantum_m is None else format_cpu_millis(o.quantum_m)),
+        ("deadband.growPercent", o.grow_percent),
+        ("deadband.shrinkPercent", o.shrink_percent),
+        ("dryRun", None if o.dry_run is None else str(o.dry_run).lower()),
+        (
+            "initialMultiplier",
+            None if o.initial_multiplier is None else _number(o.initial_multiplier),
+        ),
+    )
+    return [f"{name}={value}" for name, value in fields if value is not None]
+
+
+def _number(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
 def event_time(event: Mapping[str, Any]) -> str:

@@ -315,13 +315,16 @@ class Actuator:
                     blocked = _SUPERSEDED
                 else:
                     blocked = self._gate.resize_blocked(
-                        plan.pod, settings=plan.settings, limits=plan.containers
+                        plan.pod,
+                        settings=plan.settings,
+                        limits=plan.containers,
+                        target_m=plan.target_m,
                     )
                 return blocked is None
 
             try:
                 response = await self._writer.resize(
-                    pod, plan.containers, precondition=precondition
+                    pod, plan.containers, target_m=plan.target_m, precondition=precondition
                 )
             except Skipped:
                 if blocked == _SUPERSEDED:
@@ -484,7 +487,7 @@ class Actuator:
 
             def still_wanted() -> bool:
                 # A "would" event is stale once enforcing (the real change gets its own).
-                return precondition() and (not dry_run or self._gate.dry_run_now())
+                return precondition() and (not dry_run or self._gate.dry_run_now(pod.node_name))
 
             await self._writer.event(
                 pod,

@@ -39,6 +39,20 @@ def resize_apply_body(
     }
 
 
+def pod_level_resize_apply_body(*, namespace: str, name: str, cpu_m: int) -> dict[str, Any]:
+    """Server-side apply body for `pods/resize` setting only the pod-level CPU limit.
+
+    Pods with pod-level resources get their limit there; their containers' limits are
+    never named, so Headroom never owns or changes them.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"resources": {"limits": {"cpu": format_cpu_millis(cpu_m)}}},
+    }
+
+
 def _limits(limits: Mapping[str, int]) -> list[dict[str, Any]]:
     return [
         {"name": container, "resources": {"limits": {"cpu": format_cpu_millis(millis)}}}

@@ -27,6 +27,7 @@ from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
 from app.eligibility import namespace_enrolled
 from app.labels import CONFIG_NAME
 from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.nodefeatures import resizes_pod_level
 from app.nodes import node_facts
 from app.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
 from app.quantity import QuantityError, parse_cpu_millis
@@ -54,6 +55,8 @@ class NodeRecord:
     # status.nodeInfo: the node gates read them (app.nodes).
     kubelet_version: str
     operating_system: str
+    # The kubelet declares in-place resize of pod-level resources (app.nodefeatures).
+    pod_level_resize: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ def node_record_from_dict(obj: Mapping[str, Any]) -> NodeRecord:
         labels=facts.labels,
         kubelet_version=facts.kubelet_version,
         operating_system=facts.operating_system,
+        pod_level_resize=resizes_pod_level(obj),
     )
 
 
@@ -96,12 +100,13 @@ def policy_view(pod: PodInfo) -> tuple[Any, ...]:
     Left out on purpose: the status annotation (Headroom's own write, reported apart),
     generations and the resize message, and phases other than terminal ones.
     """
-    return (*target_view(pod), pod.containers)
+    return (*target_view(pod), pod.containers, pod.limit_m)
 
 
 def target_view(pod: PodInfo) -> tuple[Any, ...]:
     """What a pod's target depends on: everything decisions read but its current limits,
     which only decide whether the target needs a patch."""
+    pod_level = pod.pod_resources
     return (
         pod.uid,
         pod.node_name,
@@ -113,6 +118,9 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
             for c in pod.containers
         ),
         pod.init_cpu_requests_m,
+        None if pod_level is None else pod_level.container_limit_floor_m,
+        pod.request_m,
+        pod.guaranteed_if_pinned,
         pod.qos_class,
         pod.max_cpu_m,
         pod.max_cpu_warning,

@@ -1,16 +1,17 @@
 """The last check before every write: is this write still wanted, right now?
 
 A write is planned during a node's reconcile and sent later, once the rate limiters let
-it through. The stop buttons (`dryRun: true`, a namespace's label removed, the config
-deleted, a pod's opt-out label) and leadership are therefore checked again against the
-cache, which the watches keep current, immediately before each request is sent: a write
-planned before a stop never goes out after the stop has been observed.
+it through. The stop buttons (`dryRun: true`, a node pool's `dryRun: true`, a
+namespace's label removed, the config deleted, a pod's opt-out label) and leadership are
+therefore checked again against the cache, which the watches keep current, immediately
+before each request is sent: a write planned before a stop never goes out after the stop
+has been observed.
 """
 
 from collections.abc import Callable
 from typing import Final
 
-from app.config import Settings
+from app.config import Settings, settings_for_node
 from app.pods import PodInfo
 from app.policy import ContainerLimit
 from app.selection import ineligibility
@@ -33,14 +34,25 @@ class WriteGate:
     def may_write(self) -> bool:
         return self._may_write()
 
-    def dry_run_now(self) -> bool:
-        return self._cache.config.settings.dry_run
+    def dry_run_now(self, node: str) -> bool:
+        return self._node_settings(node).dry_run
+
+    def _node_settings(self, node_name: str) -> Settings:
+        """The settings in force on a node now: its pool's overrides applied."""
+        settings = self._cache.config.settings
+        node = self._cache.nodes.get(node_name)
+        return settings if node is None else settings_for_node(settings, node.labels)[0]
 
     def resize_blocked(
-        self, planned: PodInfo, *, settings: Settings, limits: tuple[ContainerLimit, ...]
+        self,
+        planned: PodInfo,
+        *,
+        settings: Settings,
+        limits: tuple[ContainerLimit, ...],
+        target_m: int,
     ) -> str | None:
-        """Why a resize of `planned` to `limits`, computed under `settings`, must not be
-        sent, or None.
+        """Why a resize of `planned` to `limits` (`target_m` for a pod-level limit),
+        computed under `settings`, must not be sent, or None.
 
         Beyond the explanation's checks, the config must be the one the target was
         computed with and enforcing, and the pod unchanged in anything its target depends
@@ -50,7 +62,7 @@ class WriteGate:
         reason = self.explanation_blocked(planned)
         if reason is not None:
             return reason
-        current = self._cache.config.settings
+        current = self._node_settings(planned.node_name)
         if current.dry_run:
             return DRY_RUN
         if current != settings:
@@ -58,6 +70,8 @@ class WriteGate:
         cached = self._cache.pods.get(planned.key)
         if cached is None or target_view(cached) != target_view(planned):
             return POD_CHANGED
+        if cached.pod_resources is not None:
+            return AT_TARGET if cached.limit_m == target_m else None
         applied = {(c.name, c.sidecar): c.cpu_limit_m for c in cached.cpu_containers}
         if all(applied.get((c.name, c.sidecar)) == c.limit_m for c in limits):
             return AT_TARGET

@@ -56,11 +56,26 @@ class ReconcilerMetrics:
             "Managed pods whose resize the kubelet currently reports as Deferred.",
             registry=self.registry,
         )
+        self.pool_pods_managed = Gauge(
+            "headroom_pool_pods_managed",
+            "Managed pods on the nodes of each node pool (pools with none have no series).",
+            ["pool"],
+            registry=self.registry,
+        )
         for result in Result:
             self.resizes.labels(result=result.value)
 
     def count(self, result: Result, amount: int = 1) -> None:
         self.resizes.labels(result=result.value).inc(amount)
+
+    def set_pool_managed(self, pool: str, count: int) -> None:
+        if count:
+            self.pool_pods_managed.labels(pool=pool).set(count)
+            return
+        try:
+            self.pool_pods_managed.remove(pool)
+        except KeyError:
+            return
 
     def forget_pod(self, *, namespace: str, pod: str) -> None:
         try:

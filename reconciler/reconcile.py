@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from app.config import Settings
+from app.config import Settings, settings_for_node
 from app.explain import explain, status_annotation
 from app.pods import PodInfo, booked_cpu_m
 from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
@@ -41,6 +41,7 @@ class _NodeTally:
     series: frozenset[tuple[str, str]]
     managed: int
     deferred: int
+    pool: str | None = None
 
 
 class NodeReconciler:
@@ -63,6 +64,7 @@ class NodeReconciler:
         self._tallies: dict[str, _NodeTally] = {}
         self._managed_total = 0
         self._deferred_total = 0
+        self._pool_managed: dict[str, int] = {}
 
     @property
     def managed_pods(self) -> int:
@@ -97,7 +99,7 @@ class NodeReconciler:
             return None
         if config.invalid is not None:
             return None
-        settings = config.settings
+        settings, pool = settings_for_node(config.settings, node.labels)
         pods = self._cache.pods_on(node_name)
         managed, deferred, retry = self._select(pods, node=node, settings=settings)
         result = compute_node(
@@ -112,10 +114,10 @@ class NodeReconciler:
             ),
             settings,
         )
-        self._record(node_name, result, deferred=deferred)
+        self._record(node_name, result, deferred=deferred, pool=pool)
         now = self._wall_clock()
         for pod_result in result.pods:
-            self._plan(result, pod_result, settings=settings, now=now, round_=round_)
+            self._plan(result, pod_result, settings=settings, pool=pool, now=now, round_=round_)
         return retry
 
     def _select(
@@ -149,6 +151,7 @@ class NodeReconciler:
             namespace_labels=self._cache.namespaces.get(pod.namespace),
             node=node,
             vpas=self._cache.vpas(pod.namespace),
+            node_resizes_pod_level=node.pod_level_resize,
         )
         return reason is not None
 
@@ -194,7 +197,9 @@ class NodeReconciler:
             return
         self._actuator.explain(pod, warning=(INVALID_MAX_CPU, warning))
 
-    def _record(self, node_name: str, result: NodeResult, *, deferred: int) -> None:
+    def _record(
+        self, node_name: str, result: NodeResult, *, deferred: int, pool: str | None
+    ) -> None:
         self._metrics.node_factor.labels(node=node_name).set(float(result.factor))
         self._metrics.node_slack_cores.labels(node=node_name).set(max(result.slack_m, 0) / 1000)
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
@@ -211,6 +216,7 @@ class NodeReconciler:
                 series=frozenset((r.pod.namespace, r.pod.name) for r in limited),
                 managed=len(result.pods),
                 deferred=deferred,
+                pool=pool,
             ),
         )
 
@@ -224,11 +230,23 @@ class NodeReconciler:
                 self._metrics.forget_pod(namespace=namespace, pod=pod)
             self._managed_total -= old.managed
             self._deferred_total -= old.deferred
+            self._count_pool(old.pool, -old.managed)
         if tally is not None:
             self._managed_total += tally.managed
             self._deferred_total += tally.deferred
+            self._count_pool(tally.pool, tally.managed)
         self._metrics.pods_managed.set(self._managed_total)
         self._metrics.resizes_deferred.set(self._deferred_total)
+
+    def _count_pool(self, pool: str | None, change: int) -> None:
+        if pool is None or not change:
+            return
+        count = self._pool_managed.get(pool, 0) + change
+        if count:
+            self._pool_managed[pool] = count
+        else:
+            self._pool_managed.pop(pool, None)
+        self._metrics.set_pool_managed(pool, count)
 
     def _plan(
         self,
@@ -236,6 +254,7 @@ class NodeReconciler:
         pod_result: PodResult,
         *,
         settings: Settings,
+        pool: str | None,
         now: datetime,
         round_: Round,
     ) -> None:
@@ -246,7 +265,7 @@ class NodeReconciler:
             # there is no ceiling to explain.
             self._actuator.drop_resize(pod.key)
             return
-        explanation = explain(node, pod_result, dry_run=settings.dry_run)
+        explanation = explain(node, pod_result, dry_run=settings.dry_run, pool=pool)
         previous = self._actuator.pending_annotation(pod.key) or self._memory.current_annotation(
             pod.uid, cached=pod.status_annotation
         )
@@ -254,7 +273,9 @@ class NodeReconciler:
         patch = pod_result.patch and not self._memory.resize_unseen(
             pod.uid, generation=pod.generation, target_m=pod_result.target_m
         )
-        resize = patch and bool(pod_result.containers)
+        # A pod with pod-level resources has no container limits to set: its target is
+        # the pod-level limit.
+        resize = patch and bool(pod_result.containers or pod.pod_resources is not None)
         if resize and not settings.dry_run:
             self._actuator.resize(
                 ResizePlan(

@@ -19,7 +19,13 @@ from app.kube.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, ApiUnavai
 from app.labels import CONFIG_NAME, CONFIG_PLURAL, FIELD_MANAGER, GROUP, VERSION
 from app.pods import PodInfo
 from app.policy import ContainerLimit
-from reconciler.bodies import annotation_patch, config_status_patch, event_body, resize_apply_body
+from reconciler.bodies import (
+    annotation_patch,
+    config_status_patch,
+    event_body,
+    pod_level_resize_apply_body,
+    resize_apply_body,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +76,25 @@ class Writer:
         pod: PodInfo,
         containers: tuple[ContainerLimit, ...],
         *,
+        target_m: int,
         precondition: Precondition,
     ) -> ApiResponse:
-        """Server-side apply of the CPU limits on `pods/resize`, forcing ownership."""
-        body = resize_apply_body(
-            namespace=pod.namespace,
-            name=pod.name,
-            containers={c.name: c.limit_m for c in containers if not c.sidecar},
-            sidecars={c.name: c.limit_m for c in containers if c.sidecar},
-        )
+        """Server-side apply of the CPU limits on `pods/resize`, forcing ownership.
+
+        A pod with pod-level resources gets `target_m` as its pod-level limit; any other
+        pod gets `containers`' limits.
+        """
+        if pod.pod_resources is not None:
+            body = pod_level_resize_apply_body(
+                namespace=pod.namespace, name=pod.name, cpu_m=target_m
+            )
+        else:
+            body = resize_apply_body(
+                namespace=pod.namespace,
+                name=pod.name,
+                containers={c.name: c.limit_m for c in containers if not c.sidecar},
+                sidecars={c.name: c.limit_m for c in containers if c.sidecar},
+            )
         return await self._http.request(
             "PATCH",
             f"{_pod_path(pod)}/resize",

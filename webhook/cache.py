@@ -123,6 +123,7 @@ class ClusterCache:
         # namespace -> VPA name -> the fields the VPA gate reads
         self._vpas: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._settings: Settings | ConfigError = DEFAULT_SETTINGS
+        self._server_version: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- readiness and lifecycle -------------------------------------------------------
@@ -200,6 +201,13 @@ class ClusterCache:
         except _NotFound:
             return []
         return [_vpa_view(vpa) for vpa in listed.get("items") or ()]
+
+    async def server_version(self) -> str:
+        """The API server's ``gitVersion``, read once and then remembered."""
+        if self._server_version is None:
+            version = await self._fallback("/version", what="the API server version")
+            self._server_version = str(version.get("gitVersion") or "")
+        return self._server_version
 
     async def _read_config(self) -> Mapping[str, Any] | None:
         try:

@@ -43,6 +43,24 @@ def limits_patch(
             elif resources["limits"].get("cpu") != cpu:
                 # "add" on an existing member replaces it (RFC 6902, 4.1).
                 operations.append({"op": "add", "path": f"{path}/limits/cpu", "value": cpu})
+    return _patch(operations)
+
+
+def pod_limit_patch(pod: Mapping[str, Any], limit_m: int) -> list[dict[str, Any]]:
+    """The operation adding ``limits.cpu`` to the pod-level resources of a pod that
+    declares them without one (the only pods ``seed_pod_limit`` seeds)."""
+    cpu = format_cpu_millis(limit_m)
+    resources = pod["spec"]["resources"]
+    operation: dict[str, Any]
+    if isinstance(resources.get("limits"), Mapping):
+        operation = {"op": "add", "path": "/spec/resources/limits/cpu", "value": cpu}
+    else:
+        operation = {"op": "add", "path": "/spec/resources/limits", "value": {"cpu": cpu}}
+    patch: list[dict[str, Any]] = jsonpatch.JsonPatch([operation]).patch
+    return patch
+
+
+def _patch(operations: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     if not operations:
         return None
     patch: list[dict[str, Any]] = jsonpatch.JsonPatch(operations).patch

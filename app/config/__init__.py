@@ -2,6 +2,7 @@
 
 from app.config.duration import DurationError, parse_duration_seconds
 from app.config.errors import ConfigError, FieldError, ValidationResult
+from app.config.pools import settings_for_node, settings_for_pod
 from app.config.selector import (
     LabelSelector,
     Operator,
@@ -13,7 +14,9 @@ from app.config.settings import (
     DEFAULT_NAMESPACE_SELECTOR,
     DEFAULT_SETTINGS,
     PROPORTIONAL,
+    NodePool,
     OwnerExclusion,
+    PoolOverrides,
     Settings,
 )
 from app.config.validation import parse_config, validate_config
@@ -26,8 +29,10 @@ __all__ = [
     "DurationError",
     "FieldError",
     "LabelSelector",
+    "NodePool",
     "Operator",
     "OwnerExclusion",
+    "PoolOverrides",
     "Requirement",
     "SelectorError",
     "Settings",
@@ -35,5 +40,7 @@ __all__ = [
     "parse_config",
     "parse_duration_seconds",
     "parse_label_selector",
+    "settings_for_node",
+    "settings_for_pod",
     "validate_config",
 ]

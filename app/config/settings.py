@@ -28,6 +28,27 @@ class OwnerExclusion:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolOverrides:
+    """What a node pool changes; None keeps the top-level value."""
+
+    max_multiplier: Fraction | None = None
+    min_burst_floor_m: int | None = None
+    quantum_m: int | None = None
+    grow_percent: int | None = None
+    shrink_percent: int | None = None
+    # True puts the pool in dry-run; it can never take the top-level dry-run away.
+    dry_run: bool | None = None
+    initial_multiplier: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    node_selector: LabelSelector
+    overrides: PoolOverrides
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     policy: str = PROPORTIONAL
     dry_run: bool = True
@@ -48,6 +69,8 @@ class Settings:
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     excluded_owners: tuple[OwnerExclusion, ...] = ()
     excluded_node_selector: LabelSelector | None = None
+    # Ordered: a node takes the overrides of the first pool whose selector matches it.
+    node_pools: tuple[NodePool, ...] = ()
     # metadata.generation of the config these settings came from; None for defaults.
     generation: int | None = None
 

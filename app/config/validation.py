@@ -7,14 +7,25 @@ or null. A null field means "unset".
 """
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, Final
 
 from app.config.duration import DurationError, parse_duration_seconds
 from app.config.errors import ConfigError, FieldError, ValidationResult
+from app.config.pools import apply_overrides
 from app.config.selector import LabelSelector, SelectorError, parse_label_selector
-from app.config.settings import DEFAULT_SETTINGS, PROPORTIONAL, OwnerExclusion, Settings
+from app.config.selectorlogic import can_match_together, implies
+from app.config.settings import (
+    DEFAULT_SETTINGS,
+    PROPORTIONAL,
+    NodePool,
+    OwnerExclusion,
+    PoolOverrides,
+    Settings,
+)
 from app.labels import CONFIG_NAME
 from app.quantity import QuantityError, parse_quantity
 
@@ -34,12 +45,29 @@ _SPEC_FIELDS: Final = frozenset(
         "excludedNamespaces",
         "excludedOwners",
         "excludedNodeSelector",
+        "nodePools",
     }
 )
 _DEADBAND_FIELDS: Final = frozenset({"growPercent", "shrinkPercent"})
 _RATE_LIMIT_FIELDS: Final = frozenset({"perNodePatchesPerSecond", "clientQPS", "clientBurst"})
 _WEBHOOK_FIELDS: Final = frozenset({"enabled", "initialMultiplier"})
 _OWNER_FIELDS: Final = frozenset({"kind", "apiGroup", "name"})
+_POOL_FIELDS: Final = frozenset(
+    {
+        "name",
+        "nodeSelector",
+        "maxMultiplier",
+        "minBurstFloor",
+        "quantum",
+        "deadband",
+        "dryRun",
+        "initialMultiplier",
+    }
+)
+_POOL_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_MAX_POOL_NAME: Final = 63
+# Bounds the CRD's CEL cost for the unique-name rule; far more than any cluster needs.
+MAX_NODE_POOLS: Final = 64
 _POLICIES: Final = (PROPORTIONAL,)
 _MAX_MULTIPLIER: Final = 100
 # A quantum this coarse rounds small pods' bursts away or doubles them.
@@ -115,7 +143,12 @@ class _Reader:
                 default=defaults.min_burst_floor_m,
                 positive=False,
             ),
-            max_multiplier=self.max_multiplier(spec, default=defaults.max_multiplier),
+            max_multiplier=self.max_multiplier(
+                spec,
+                key="maxMultiplier",
+                path="spec.maxMultiplier",
+                default=defaults.max_multiplier,
+            ),
             quantum_m=self.millis(
                 spec, key="quantum", path="spec.quantum", default=defaults.quantum_m, positive=True
             ),
@@ -178,7 +211,10 @@ class _Reader:
                 default=defaults.webhook_enabled,
             ),
             webhook_initial_multiplier=self.initial_multiplier(
-                webhook, default=defaults.webhook_initial_multiplier
+                webhook,
+                key="initialMultiplier",
+                path="spec.webhook.initialMultiplier",
+                default=defaults.webhook_initial_multiplier,
             ),
             namespace_selector=(
                 defaults.namespace_selector if namespace_selector is None else namespace_selector
@@ -191,7 +227,7 @@ class _Reader:
             generation=generation if _is_int(generation) else None,
         )
         self.warn_risky(settings, spec=spec)
-        return settings
+        return replace(settings, node_pools=self.node_pools(spec, top=settings))
 
     def warn_risky(self, settings: Settings, *, spec: Mapping[str, Any]) -> None:
         if not settings.dry_run:
@@ -304,9 +340,10 @@ class _Reader:
             return default
         return math.ceil(value * 1000)
 
-    def max_multiplier(self, spec: Mapping[str, Any], *, default: Fraction) -> Fraction:
-        path = "spec.maxMultiplier"
-        value = self.quantity(spec, key="maxMultiplier", path=path)
+    def max_multiplier(
+        self, obj: Mapping[str, Any], *, key: str, path: str, default: Fraction
+    ) -> Fraction:
+        value = self.quantity(obj, key=key, path=path)
         if value is None:
             return default
         if value < 0 or value > _MAX_MULTIPLIER:
@@ -314,9 +351,10 @@ class _Reader:
             return default
         return value
 
-    def initial_multiplier(self, webhook: Mapping[str, Any], *, default: Fraction) -> Fraction:
-        path = "spec.webhook.initialMultiplier"
-        value = self.quantity(webhook, key="initialMultiplier", path=path)
+    def initial_multiplier(
+        self, obj: Mapping[str, Any], *, key: str, path: str, default: Fraction
+    ) -> Fraction:
+        value = self.quantity(obj, key=key, path=path)
         if value is None:
             return default
         if value < 1 or value > _MAX_MULTIPLIER:
@@ -368,6 +406,180 @@ class _Reader:
                 self.error(f"{path}[{index}]", "must be a non-empty namespace name")
         return frozenset(names)
 
+    def node_pools(self, spec: Mapping[str, Any], *, top: Settings) -> tuple[NodePool, ...]:
+        path = "spec.nodePools"
+        value = spec.get("nodePools")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.error(path, "must be a list of {name, nodeSelector, overrides} objects")
+            return ()
+        if len(value) > MAX_NODE_POOLS:
+            self.error(path, f"must have at most {MAX_NODE_POOLS} pools")
+        named: dict[str, int] = {}
+        pools: list[tuple[int, NodePool]] = []
+        for index, item in enumerate(value):
+            pool = self.node_pool(item, path=f"{path}[{index}]", top=top)
+            name = item.get("name") if isinstance(item, Mapping) else None
+            if isinstance(name, str) and name in named:
+                self.error(
+                    f"{path}[{index}].name",
+                    f"duplicates {path}[{named[name]}].name: pool names must be unique",
+                )
+            elif isinstance(name, str):
+                named[name] = index
+            if pool is not None:
+                pools.append((index, pool))
+        self.warn_pool_overlaps(pools, top=top)
+        return tuple(pool for _, pool in pools)
+
+    def node_pool(self, obj: object, *, path: str, top: Settings) -> NodePool | None:
+        if not isinstance(obj, Mapping):
+            self.error(path, "must be an object with name, nodeSelector and overrides")
+            return None
+        before = len(self.errors)
+        for unknown in sorted(set(obj) - _POOL_FIELDS, key=str):
+            self.error(f"{path}.{unknown}", "unknown field")
+        name = obj.get("name")
+        if not isinstance(name, str) or not name:
+            self.error(f"{path}.name", "is required")
+        elif len(name) > _MAX_POOL_NAME or not _POOL_NAME.fullmatch(name):
+            self.error(
+                f"{path}.name",
+                "must be a DNS label: at most 63 lowercase alphanumerics or '-', "
+                "starting and ending with an alphanumeric",
+            )
+        selector = None
+        if obj.get("nodeSelector") is None:
+            self.error(f"{path}.nodeSelector", "is required ({} selects every node)")
+        else:
+            selector = self.selector(obj, key="nodeSelector", path=f"{path}.nodeSelector")
+        deadband = self.section(
+            obj, key="deadband", path=f"{path}.deadband", fields=_DEADBAND_FIELDS
+        )
+        overrides = PoolOverrides(
+            max_multiplier=self.max_multiplier(
+                obj, key="maxMultiplier", path=f"{path}.maxMultiplier", default=top.max_multiplier
+            )
+            if _given(obj, "maxMultiplier")
+            else None,
+            min_burst_floor_m=self.millis(
+                obj,
+                key="minBurstFloor",
+                path=f"{path}.minBurstFloor",
+                default=top.min_burst_floor_m,
+                positive=False,
+            )
+            if _given(obj, "minBurstFloor")
+            else None,
+            quantum_m=self.millis(
+                obj, key="quantum", path=f"{path}.quantum", default=top.quantum_m, positive=True
+            )
+            if _given(obj, "quantum")
+            else None,
+            grow_percent=self.integer(
+                deadband,
+                key="growPercent",
+                path=f"{path}.deadband.growPercent",
+                default=top.grow_percent,
+                low=0,
+                high=100,
+            )
+            if _given(deadband, "growPercent")
+            else None,
+            shrink_percent=self.integer(
+                deadband,
+                key="shrinkPercent",
+                path=f"{path}.deadband.shrinkPercent",
+                default=top.shrink_percent,
+                low=0,
+                high=100,
+            )
+            if _given(deadband, "shrinkPercent")
+            else None,
+            dry_run=self.boolean(obj, key="dryRun", path=f"{path}.dryRun", default=top.dry_run)
+            if _given(obj, "dryRun")
+            else None,
+            initial_multiplier=self.initial_multiplier(
+                obj,
+                key="initialMultiplier",
+                path=f"{path}.initialMultiplier",
+                default=top.webhook_initial_multiplier,
+            )
+            if _given(obj, "initialMultiplier")
+            else None,
+        )
+        if len(self.errors) > before or selector is None:
+            return None
+        pool = NodePool(name=str(name), node_selector=selector, overrides=overrides)
+        self.warn_pool(pool, path=path, top=top)
+        return pool
+
+    def warn_pool(self, pool: NodePool, *, path: str, top: Settings) -> None:
+        """The top-level warnings, for the values the pool changes."""
+        overrides = pool.overrides
+        if overrides == PoolOverrides():
+            self.warn(path, "no overrides: its nodes use the top-level values")
+            return
+        effective = apply_overrides(top, overrides)
+        if overrides.max_multiplier == 0:
+            self.warn(
+                f"{path}.maxMultiplier",
+                "0 disables the cap: a pod alone on a node may burst to all of it",
+            )
+        elif overrides.max_multiplier is not None and overrides.max_multiplier < 1:
+            self.warn(f"{path}.maxMultiplier", "below 1 pins every limit to its request")
+        if overrides.quantum_m is not None and overrides.quantum_m >= _LARGE_QUANTUM_M:
+            self.warn(
+                f"{path}.quantum", "a quantum of a core or more rounds small pods' bursts away"
+            )
+        if overrides.grow_percent == 0:
+            self.warn(f"{path}.deadband.growPercent", "0 patches on every change of target")
+        deadband_changed = (
+            overrides.grow_percent is not None or overrides.shrink_percent is not None
+        )
+        if deadband_changed and effective.shrink_percent > effective.grow_percent:
+            self.warn(
+                f"{path}.deadband.shrinkPercent",
+                "wider than growPercent: stale generous limits linger longer than stale tight ones",
+            )
+        if overrides.dry_run is False and top.dry_run:
+            self.warn(
+                f"{path}.dryRun",
+                "false has no effect while spec.dryRun is true: the top-level dry-run covers "
+                "every pool",
+            )
+        multipliers_changed = (
+            overrides.max_multiplier is not None or overrides.initial_multiplier is not None
+        )
+        if (
+            multipliers_changed
+            and 0 < effective.max_multiplier < effective.webhook_initial_multiplier
+        ):
+            self.warn(
+                f"{path}.initialMultiplier",
+                "above maxMultiplier: seeded limits are capped at maxMultiplier",
+            )
+
+    def warn_pool_overlaps(self, pools: Sequence[tuple[int, NodePool]], *, top: Settings) -> None:
+        """Pools a node could match more than one of: the first wins, which may surprise."""
+        excluded = top.excluded_node_selector
+        for position, (index, pool) in enumerate(pools):
+            path = f"spec.nodePools[{index}].nodeSelector"
+            selector = pool.node_selector
+            if excluded is not None and implies(selector, excluded):
+                self.warn(
+                    path, "never applies: spec.excludedNodeSelector excludes every node it selects"
+                )
+                continue
+            for earlier_index, earlier in pools[:position]:
+                first = f"spec.nodePools[{earlier_index}] ({earlier.name!r}), which comes first"
+                if implies(selector, earlier.node_selector):
+                    self.warn(path, f"never applies: every node it selects is in {first}")
+                    break
+                if can_match_together(selector, earlier.node_selector):
+                    self.warn(path, f"overlaps {first}: nodes matching both use {earlier.name!r}")
+
     def owners(self, spec: Mapping[str, Any]) -> tuple[OwnerExclusion, ...]:
         path = "spec.excludedOwners"
         value = spec.get("excludedOwners")
@@ -408,6 +620,10 @@ class _Reader:
                 f"omit apiGroup to match {kind} owners in any group",
             )
         return OwnerExclusion(kind=str(kind), api_group=api_group, name=name)
+
+
+def _given(obj: Mapping[str, Any], key: str) -> bool:
+    return obj.get(key) is not None
 
 
 def _is_int(value: object) -> bool:

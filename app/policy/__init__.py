@@ -4,7 +4,7 @@ from app.policy.arithmetic import half_up_div, quantize
 from app.policy.deadband import PATCH_REASONS, decide
 from app.policy.model import Cap, ContainerLimit, NodeInput, NodeResult, PodResult, Reason
 from app.policy.node import compute_node
-from app.policy.seed import seed_limits
+from app.policy.seed import seed_limits, seed_pod_limit
 from app.policy.split import split_target
 
 __all__ = [
@@ -20,5 +20,6 @@ __all__ = [
     "half_up_div",
     "quantize",
     "seed_limits",
+    "seed_pod_limit",
     "split_target",
 ]

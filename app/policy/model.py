@@ -19,6 +19,9 @@ class Cap(StrEnum):
     MAX_CPU = "max-cpu"
     # Every cap was below the request, so the ceiling is the request itself.
     REQUEST = "request"
+    # Pod-level limits only: a container's own CPU limit is above every cap, and the
+    # pod-level limit may not be below it.
+    CONTAINER_LIMIT = "container-limit"
 
 
 class Reason(StrEnum):
@@ -63,7 +66,8 @@ class PodResult(NamedTuple):
     hi_cap: Cap
     # The formula asked for more than hi.
     capped: bool
-    # Limits for the request-bearing containers; empty when the QoS guard skips the pod.
+    # Limits for the request-bearing containers; empty when the QoS guard skips the pod
+    # and for pods with pod-level resources, whose pod-level limit is the target.
     containers: tuple[ContainerLimit, ...]
     patch: bool
     reason: Reason

@@ -88,10 +88,18 @@ class _Computation:
         if self.bursting:
             raw += max(half_up_div(self.slack * request, self.managed), self.floor_share)
         caps = self.limit_ranges.get(pod.namespace)
-        container_caps = None if caps is None else _container_caps(pod, caps)
-        hi, hi_cap = self.ceiling(pod, caps=caps, container_caps=container_caps)
-        target = quantize(min(raw, hi), request=request, hi=hi, quantum=self.quantum)
-        if pod.guaranteed_if_pinned:
+        pod_level = pod.pod_resources
+        if pod_level is None:
+            container_caps = None if caps is None else _container_caps(pod, caps)
+            floor = request
+        else:
+            # Container-type LimitRange caps bound the containers, which Headroom leaves
+            # alone; the pod-level limit may not go below any container's limit.
+            container_caps = None
+            floor = max(request, pod_level.container_limit_floor_m)
+        hi, hi_cap = self.ceiling(pod, caps=caps, container_caps=container_caps, floor=floor)
+        target = quantize(min(max(raw, floor), hi), request=floor, hi=hi, quantum=self.quantum)
+        if pod.guaranteed_if_pinned and floor == request:
             # Limits all equal to requests would make the pod Guaranteed, and a resize
             # may not change the QoS class.
             if hi < request + self.quantum:
@@ -123,15 +131,24 @@ class _Computation:
             hi,
             hi_cap,
             raw > hi,
-            _containers(pod, target=target, caps=container_caps),
+            () if pod_level is not None else _containers(pod, target=target, caps=container_caps),
             reason in PATCH_REASONS,
             reason,
         )
 
     def ceiling(
-        self, pod: PodInfo, *, caps: LimitRangeCaps | None, container_caps: list[int] | None
+        self,
+        pod: PodInfo,
+        *,
+        caps: LimitRangeCaps | None,
+        container_caps: list[int] | None,
+        floor: int,
     ) -> tuple[int, Cap]:
-        """``hi`` and the cap that set it; later caps win ties, being more specific."""
+        """``hi`` and the cap that set it; later caps win ties, being more specific.
+
+        Never below ``floor``: the request, or for pod-level limits the largest container
+        limit when that is higher.
+        """
         request = pod.request_m
         hi, cap = self.allocatable, Cap.ALLOCATABLE
         if self.multiplier_num:
@@ -144,8 +161,8 @@ class _Computation:
                     hi, cap = limit, Cap.LIMIT_RANGE
         if pod.max_cpu_m is not None and pod.max_cpu_m <= hi:
             hi, cap = pod.max_cpu_m, Cap.MAX_CPU
-        if hi < request:
-            return request, Cap.REQUEST
+        if hi < floor:
+            return floor, Cap.REQUEST if floor == request else Cap.CONTAINER_LIMIT
         return hi, cap
 
 

@@ -1,5 +1,7 @@
 """Birth limits the mutating webhook gives new pods' containers."""
 
+from fractions import Fraction
+
 from app.config import Settings
 from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
 from app.pods import PodInfo
@@ -18,14 +20,15 @@ def seed_limits(
     cap bound the sum of all its limits, existing ones included. Only limits above the
     request are returned, so the pod stays Burstable; empty means nothing to seed.
     Whether seeding is enabled at all (``webhook.enabled``, ``dryRun``) is the caller's
-    decision.
+    decision. A pod with pod-level resources gets its limit at pod level
+    (``seed_pod_limit``), never on its containers.
     """
+    if pod.pod_resources is not None:
+        return ()
     candidates = [c for c in pod.cpu_containers if c.cpu_limit_m is None]
     if not candidates:
         return ()
-    multiplier = settings.webhook_initial_multiplier
-    if 0 < settings.max_multiplier < multiplier:
-        multiplier = settings.max_multiplier
+    multiplier = _multiplier(settings)
     requests = [c.cpu_request_m for c in candidates]
     bounds = []
     for request in requests:
@@ -48,3 +51,35 @@ def seed_limits(
         for c, limit in zip(candidates, limits, strict=True)
         if limit > c.cpu_request_m
     )
+
+
+def seed_pod_limit(
+    pod: PodInfo, settings: Settings, *, limit_range: LimitRangeCaps = NO_LIMIT_RANGE_CAPS
+) -> int | None:
+    """The pod-level CPU limit for a pod with pod-level resources and no pod-level CPU
+    limit, or None when there is nothing to seed.
+
+    ``request * initialMultiplier`` at pod level, clamped by ``maxMultiplier``, the pod's
+    ``max-cpu`` and the LimitRange pod cap, never below any container's own CPU limit,
+    quantized; only a limit above the request is returned, so the pod stays Burstable.
+    """
+    pod_level = pod.pod_resources
+    if pod_level is None or pod_level.cpu_limit_m is not None or pod.request_m <= 0:
+        return None
+    request = pod.request_m
+    multiplier = _multiplier(settings)
+    bound = half_up_div(request * multiplier.numerator, multiplier.denominator)
+    for cap in (pod.max_cpu_m, limit_range.pod_cap_m(request)):
+        if cap is not None:
+            bound = min(bound, cap)
+    floor = max(request, pod_level.container_limit_floor_m)
+    bound = max(bound, floor)
+    limit = quantize(bound, request=floor, hi=bound, quantum=settings.quantum_m)
+    return limit if limit > request else None
+
+
+def _multiplier(settings: Settings) -> Fraction:
+    """The birth multiplier, never above a non-zero ``maxMultiplier``."""
+    if 0 < settings.max_multiplier < settings.webhook_initial_multiplier:
+        return settings.max_multiplier
+    return settings.webhook_initial_multiplier

@@ -39,6 +39,10 @@ def _create(cluster: Cluster, obj: dict[str, Any]) -> subprocess.CompletedProces
     )
 
 
+def _pool(name: str, **overrides: Any) -> dict[str, Any]:
+    return {"name": name, "nodeSelector": {"matchLabels": {"pool": name}}, **overrides}
+
+
 @pytest.fixture
 def clean_config(control_plane: Cluster, headroom_crd: str) -> Iterator[None]:
     control_plane.kubectl("delete", "hcfg", "--all", "--ignore-not-found")
@@ -65,6 +69,7 @@ def test_empty_spec_reads_back_with_every_default(
         "webhook": {"enabled": True, "initialMultiplier": "2"},
         "excludedNamespaces": ["kube-system"],
         "excludedOwners": [],
+        "nodePools": [],
     }
 
 
@@ -110,6 +115,41 @@ def test_only_the_name_cluster_is_accepted(control_plane: Cluster, clean_config:
         pytest.param({"policy": "Greedy"}, False, id="policy-unknown"),
         pytest.param({"debouncePeriod": "2 seconds"}, False, id="debounce-not-a-duration"),
         pytest.param({"excludedOwners": [{"name": "x"}]}, False, id="owner-without-kind"),
+        pytest.param({"nodePools": [_pool("web", maxMultiplier=3)]}, True, id="pool"),
+        pytest.param(
+            {"nodePools": [_pool("web", maxMultiplier="1000")]}, False, id="pool-maxMultiplier"
+        ),
+        pytest.param(
+            {"nodePools": [_pool("web", initialMultiplier="0.5")]},
+            False,
+            id="pool-initialMultiplier",
+        ),
+        pytest.param({"nodePools": [_pool("web", quantum="0")]}, False, id="pool-quantum"),
+        pytest.param(
+            {"nodePools": [_pool("web", minBurstFloor="-1")]}, False, id="pool-minBurstFloor"
+        ),
+        pytest.param(
+            {"nodePools": [_pool("web", deadband={"shrinkPercent": 101})]},
+            False,
+            id="pool-deadband",
+        ),
+        pytest.param({"nodePools": [_pool("Web!")]}, False, id="pool-name"),
+        pytest.param({"nodePools": [{"name": "web"}]}, False, id="pool-without-selector"),
+        pytest.param(
+            {"nodePools": [_pool("web", dryRun=True), _pool("web", quantum="20m")]},
+            False,
+            id="pool-names-unique",
+        ),
+        pytest.param(
+            {"nodePools": [_pool(f"p{i}", quantum="20m") for i in range(64)]},
+            True,
+            id="sixty-four-pools",
+        ),
+        pytest.param(
+            {"nodePools": [_pool(f"p{i}", quantum="20m") for i in range(65)]},
+            False,
+            id="too-many-pools",
+        ),
     ],
 )
 def test_schema_rules(

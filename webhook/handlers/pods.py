@@ -1,22 +1,27 @@
 """``/mutate/pods``: seed a birth CPU limit on new pods in managed namespaces (design §6).
 
-Only CREATE, only when ``webhook.enabled`` and not ``dryRun``, only for pods Headroom
-would manage: that includes the VPA gate, so a pod whose VerticalPodAutoscaler sets
-limits is born as its owner wrote it. The JSONPatch touches nothing but the seeded
+Only CREATE, only when ``webhook.enabled`` and not ``dryRun`` (the pod's node pool's, when
+its node selection settles which pool it lands in), only for pods Headroom would manage:
+that includes the VPA gate, so a pod whose VerticalPodAutoscaler sets limits is born as
+its owner wrote it. A pod with pod-level resources gets its limit at pod level, and only
+where the API server resizes pod-level resources by default: elsewhere Headroom could
+never adjust that limit later. The JSONPatch touches nothing but the seeded
 ``limits.cpu`` values (see ``webhook.patch``); no patch when nothing was seeded.
 """
 
 from typing import Final
 
+from app.config import settings_for_pod
+from app.nodefeatures import server_resizes_pod_level_by_default
 from app.pods import pod_info_from_dict
-from app.policy import seed_limits
+from app.policy import seed_limits, seed_pod_limit
 from app.quantity import QuantityError
 from app.selection import ineligibility
 from webhook.cache import ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
-from webhook.patch import limits_patch
+from webhook.patch import limits_patch, pod_limit_patch
 from webhook.shapes import (
     BOOLEAN,
     INTEGER,
@@ -30,14 +35,18 @@ from webhook.shapes import (
 )
 
 _QUANTITIES: Final = map_of(QUANTITY)
+_REQUIREMENTS: Final = fields(requests=_QUANTITIES, limits=_QUANTITIES)
 _CONTAINER: Final = fields(
     name=STRING,
     restartPolicy=STRING,
-    resources=fields(requests=_QUANTITIES, limits=_QUANTITIES),
+    resources=_REQUIREMENTS,
     resizePolicy=list_of(fields(resourceName=STRING, restartPolicy=STRING)),
 )
-# Everything of a pod that this handler reads (through ``pod_info_from_dict`` and
-# ``limits_patch``).
+_NODE_SELECTOR_TERM: Final = fields(
+    matchExpressions=list_of(fields(key=STRING, operator=STRING, values=list_of(STRING)))
+)
+# Everything of a pod that this handler reads (through ``pod_info_from_dict``,
+# ``settings_for_pod``, ``limits_patch`` and ``pod_limit_patch``).
 POD_SHAPE: Final[Shape] = fields(
     metadata=fields(
         name=STRING,
@@ -53,8 +62,17 @@ POD_SHAPE: Final[Shape] = fields(
     ),
     spec=fields(
         nodeName=STRING,
+        nodeSelector=STRING_MAP,
+        affinity=fields(
+            nodeAffinity=fields(
+                requiredDuringSchedulingIgnoredDuringExecution=fields(
+                    nodeSelectorTerms=list_of(_NODE_SELECTOR_TERM)
+                )
+            )
+        ),
         containers=list_of(_CONTAINER),
         initContainers=list_of(_CONTAINER),
+        resources=_REQUIREMENTS,
     ),
     status=fields(
         phase=STRING,
@@ -70,7 +88,7 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
     if request.operation != "CREATE" or pod is None:
         return allow()
     try:
-        settings = await cluster.settings()
+        settings, _ = settings_for_pod(await cluster.settings(), pod.get("spec") or {})
         if not settings.webhook_enabled or settings.dry_run:
             return allow()
         namespace_labels = await cluster.namespace_labels(request.namespace)
@@ -90,10 +108,15 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
     # gates are the reconciler's.
     if ineligibility(settings, info, namespace_labels=namespace_labels, node=None, vpas=vpas):
         return allow(warnings=warnings)
-    limits = seed_limits(info, settings, limit_range=limit_range)
-    if not limits:
-        return allow(warnings=warnings)
-    patch = limits_patch(pod, limits)
+    if info.pod_resources is not None:
+        try:
+            served = server_resizes_pod_level_by_default(await cluster.server_version())
+        except Unavailable as err:
+            return unchecked(f"Headroom did not seed a CPU limit: {err}")
+        limit_m = seed_pod_limit(info, settings, limit_range=limit_range) if served else None
+        patch = None if limit_m is None else pod_limit_patch(pod, limit_m)
+    else:
+        patch = limits_patch(pod, seed_limits(info, settings, limit_range=limit_range))
     if patch is None:
         return allow(warnings=warnings)
     return Decision(allowed=True, result=Result.PATCHED, warnings=tuple(warnings), patch=patch)

@@ -70,9 +70,21 @@ def make_node(control_plane: Cluster) -> Iterator[Callable[..., str]]:
     """Create a Ready simulated node only the test's own pods use; deleted afterwards."""
     created: list[str] = []
 
-    def make(cpu: str = "16", *, kubelet_version: str | None = None) -> str:
+    def make(
+        cpu: str = "16",
+        *,
+        kubelet_version: str | None = None,
+        labels: dict[str, str] | None = None,
+        declared_features: tuple[str, ...] | None = None,
+    ) -> str:
         name = f"hr-{uuid.uuid4().hex[:8]}"
-        node = manifests.reserved_node(name, cpu=cpu, kubelet_version=kubelet_version)
+        node = manifests.reserved_node(
+            name,
+            cpu=cpu,
+            kubelet_version=kubelet_version,
+            labels=labels,
+            declared_features=declared_features,
+        )
         control_plane.kubectl("create", "-f", "-", input=json.dumps(node))
         created.append(name)
         control_plane.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")

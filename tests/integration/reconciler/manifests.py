@@ -11,10 +11,28 @@ Obj = dict[str, Any]
 RESERVED_TAINT: Obj = {"key": "headroom.test/reserved", "value": "true", "effect": "NoSchedule"}
 
 
-def reserved_node(name: str, *, cpu: str = "16", kubelet_version: str | None = None) -> Obj:
-    node = simulated_node(name, cpu=cpu, kubelet_version=kubelet_version)
+def reserved_node(
+    name: str,
+    *,
+    cpu: str = "16",
+    kubelet_version: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    declared_features: tuple[str, ...] | None = None,
+) -> Obj:
+    node = simulated_node(
+        name,
+        cpu=cpu,
+        kubelet_version=kubelet_version,
+        labels=labels,
+        declared_features=declared_features,
+    )
     node["spec"]["taints"] = [RESERVED_TAINT]
     return node
+
+
+def bare_container(name: str = "app") -> Obj:
+    """A container without resources of its own, as pods with pod-level resources have."""
+    return {"name": name, "image": "registry.example/app:1"}
 
 
 def container(
@@ -51,6 +69,7 @@ def pod(
     labels: Mapping[str, str] | None = None,
     annotations: Mapping[str, str] | None = None,
     custom_status: bool = False,
+    resources: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Obj:
     """A pod bound straight to `node` (tests place pods; the scheduler is not involved).
 
@@ -67,6 +86,9 @@ def pod(
     }
     if sidecars:
         spec["initContainers"] = list(sidecars)
+    if resources is not None:
+        # Pod-level resources.
+        spec["resources"] = {key: dict(value) for key, value in resources.items()}
     return {
         "apiVersion": "v1",
         "kind": "Pod",

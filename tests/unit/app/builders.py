@@ -94,11 +94,13 @@ def pod(
     generation: int | None = 1,
     observed_generation: int | None = None,
     uid: str | None = None,
+    resources: Mapping[str, Mapping[str, str]] | None = None,
+    node_selector: Mapping[str, str] | None = None,
 ) -> Obj:
     """A pod; ``containers`` defaults to one Burstable app container requesting 500m.
 
-    For a pod as admission sees it on CREATE, pass ``node=None, phase=None,
-    qos_class=None``.
+    ``resources`` are pod-level resources (``{"requests": {...}, "limits": {...}}``). For
+    a pod as admission sees it on CREATE, pass ``node=None, phase=None, qos_class=None``.
     """
     all_annotations = dict(annotations or {})
     if max_cpu is not None:
@@ -125,6 +127,10 @@ def pod(
         spec["initContainers"] = list(init_containers)
     if node is not None:
         spec["nodeName"] = node
+    if resources is not None:
+        spec["resources"] = {key: dict(value) for key, value in resources.items()}
+    if node_selector is not None:
+        spec["nodeSelector"] = dict(node_selector)
     status: Obj = {"conditions": list(conditions)}
     if phase is not None:
         status["phase"] = phase
@@ -133,6 +139,30 @@ def pod(
     if observed_generation is not None:
         status["observedGeneration"] = observed_generation
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def pod_resources(
+    *,
+    cpu_request: str | None = "1",
+    cpu_limit: str | None = None,
+    memory_request: str | None = "256Mi",
+    memory_limit: str | None = None,
+) -> dict[str, dict[str, str]]:
+    """Pod-level resources for ``pod(resources=...)``."""
+    requests = {"cpu": cpu_request, "memory": memory_request}
+    limits = {"cpu": cpu_limit, "memory": memory_limit}
+    return {
+        "requests": {k: v for k, v in requests.items() if v is not None},
+        "limits": {k: v for k, v in limits.items() if v is not None},
+    }
+
+
+def bare_container(
+    name: str = "app", *, cpu_request: str | None = None, cpu_limit: str | None = None
+) -> Obj:
+    """A container without memory resources, and without CPU ones unless given, as in pods
+    that declare pod-level resources."""
+    return container(name, cpu_request=cpu_request, cpu_limit=cpu_limit, memory_request=None)
 
 
 def pod_info(name: str = "web-5d8f7c9b4-abcde", **overrides: Any) -> PodInfo:
@@ -157,11 +187,19 @@ def node(
     labels: Mapping[str, str] | None = None,
     kubelet_version: str | None = "v1.37.2",
     operating_system: str = "linux",
+    declared_features: Sequence[str] | None = None,
 ) -> Obj:
     """A Ready node whose kubelet reports ``kubelet_version`` (None: reports nothing)."""
     node_info = {"operatingSystem": operating_system, "architecture": "amd64"}
     if kubelet_version is not None:
         node_info["kubeletVersion"] = kubelet_version
+    status: Obj = {
+        "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+        "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+        "nodeInfo": node_info,
+    }
+    if declared_features is not None:
+        status["declaredFeatures"] = list(declared_features)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -171,11 +209,7 @@ def node(
             if labels is not None
             else {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name},
         },
-        "status": {
-            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
-            "nodeInfo": node_info,
-        },
+        "status": status,
     }
 
 

@@ -16,7 +16,7 @@ from app.eligibility import (
 )
 from app.labels import MIRROR_POD_ANNOTATION, MODE_LABEL
 from app.nodes import NodeFacts
-from tests.unit.app.builders import container, owner_ref, pod_info, vpa
+from tests.unit.app.builders import container, owner_ref, pod_info, pod_resources, vpa
 
 MANAGED = {MODE_LABEL: "managed"}
 LINUX = {"kubernetes.io/os": "linux"}
@@ -37,6 +37,7 @@ def gates(settings: Settings = DEFAULT_SETTINGS, **overrides: Any) -> Ineligible
     node_facts = overrides.pop("node", node())
     backed_off = overrides.pop("backed_off", False)
     vpa_limits = overrides.pop("vpa_controls_limits", False)
+    pod_level_resize = overrides.pop("node_resizes_pod_level", None)
     return pod_ineligibility(
         settings,
         pod_info(**overrides),
@@ -44,6 +45,7 @@ def gates(settings: Settings = DEFAULT_SETTINGS, **overrides: Any) -> Ineligible
         node=node_facts,
         backed_off=backed_off,
         vpa_controls_limits=vpa_limits,
+        node_resizes_pod_level=pod_level_resize,
     )
 
 
@@ -486,3 +488,56 @@ def test_vpa_without_namespace_is_matched_by_target_only() -> None:
     obj = vpa()
     del obj["metadata"]["namespace"]
     assert vpa_targets_pod(obj, pod_info(namespace="anywhere"))
+
+
+POD_LEVEL = pod_resources(cpu_request="1", memory_request="256Mi")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        pytest.param(
+            {"resources": POD_LEVEL, "node_resizes_pod_level": True}, None, id="node-resizes"
+        ),
+        pytest.param(
+            {"resources": POD_LEVEL, "node_resizes_pod_level": False},
+            Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED,
+            id="node-cannot",
+        ),
+        pytest.param(
+            {"resources": POD_LEVEL, "node_resizes_pod_level": None, "node": None},
+            None,
+            id="unbound-skips-the-gate",
+        ),
+        pytest.param({"node_resizes_pod_level": False}, None, id="container-pods-unaffected"),
+        pytest.param(
+            {
+                "resources": POD_LEVEL,
+                "node_resizes_pod_level": False,
+                "node": node(os="windows"),
+            },
+            Ineligible.WINDOWS_NODE,
+            id="node-gates-first",
+        ),
+        pytest.param(
+            {
+                "resources": pod_resources(cpu_request=None, memory_request="1Gi"),
+                "containers": [container(cpu_request=None)],
+                "node_resizes_pod_level": True,
+            },
+            Ineligible.NO_CPU_REQUEST,
+            id="no-cpu-request-anywhere",
+        ),
+        pytest.param(
+            {
+                "resources": pod_resources(cpu_limit="1", memory_limit="256Mi"),
+                "qos_class": None,
+                "node_resizes_pod_level": True,
+            },
+            Ineligible.NOT_BURSTABLE,
+            id="pod-level-guaranteed",
+        ),
+    ],
+)
+def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) -> None:
+    assert gates(**overrides) is reason

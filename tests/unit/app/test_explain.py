@@ -78,6 +78,11 @@ def test_factor_has_two_decimals(factor: Fraction, text: str) -> None:
             id="no-limit-yet",
         ),
         pytest.param(
+            replace(POD_B, pool="web"),
+            "1500m -> 3000m (node factor 2.00, slack 8/16 cores, pool web)",
+            id="pool",
+        ),
+        pytest.param(
             replace(
                 POD_B, factor="1.00", slack_m=0, overbooked_m=500, current_m=3000, target_m=1500
             ),
@@ -101,6 +106,12 @@ def test_status_annotation_fields() -> None:
         "policy": "proportional-v1",
         "computedAt": "2026-03-01T12:30:45Z",
     }
+
+
+def test_the_pool_is_named_only_for_nodes_in_one() -> None:
+    assert "pool" not in json.loads(status_annotation(POD_B, previous=None, now=NOW))
+    text = status_annotation(replace(POD_B, pool="batch"), previous=None, now=NOW)
+    assert json.loads(text)["pool"] == "batch"
 
 
 def test_dry_run_is_marked_only_when_true() -> None:

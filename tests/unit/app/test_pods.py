@@ -6,13 +6,23 @@ from app.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
 from app.pods import (
     ContainerInfo,
     OwnerRef,
+    PodLevelResources,
     booked_cpu_m,
     max_cpu_cap,
     pod_info_from_dict,
     qos_class,
+    resource_facts,
 )
 from app.quantity import QuantityError
-from tests.unit.app.builders import condition, container, owner_ref, pod, pod_info
+from tests.unit.app.builders import (
+    bare_container,
+    condition,
+    container,
+    owner_ref,
+    pod,
+    pod_info,
+    pod_resources,
+)
 
 SIDECAR = container("proxy", cpu_request="100m", restart_policy="Always")
 PLAIN_INIT = container("migrate", cpu_request="2", memory_request="1Gi")
@@ -355,3 +365,135 @@ def test_a_pod_at_admission_has_its_qos_computed() -> None:
     info = pod_info(node=None, phase=None, qos_class=None, generation=None)
     assert (info.node_name, info.phase, info.qos_class) == ("", "", "Burstable")
     assert not info.terminal
+
+
+def test_pods_without_pod_level_resources_have_no_pod_level_record() -> None:
+    assert pod_info().pod_resources is None
+    assert pod_info(resources={"requests": {}, "limits": {}}).pod_resources is None
+    assert pod_info(resources={"requests": {"example.com/gpu": "1"}}).pod_resources is None
+
+
+@pytest.mark.parametrize(
+    ("resources", "containers", "request_m", "limit_m", "pod_level"),
+    [
+        pytest.param(
+            pod_resources(cpu_request="1", cpu_limit="2"),
+            [bare_container()],
+            1000,
+            2000,
+            PodLevelResources(cpu_limit_m=2000, container_limit_floor_m=0),
+            id="request-and-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request="1500m"),
+            [bare_container(), bare_container("sidecar-less")],
+            1500,
+            0,
+            PodLevelResources(cpu_limit_m=None, container_limit_floor_m=0),
+            id="no-pod-level-cpu-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request="2", cpu_limit="4"),
+            [container(cpu_request="500m", cpu_limit="3"), container("b", cpu_limit="1")],
+            2000,
+            4000,
+            PodLevelResources(cpu_limit_m=4000, container_limit_floor_m=3000),
+            id="container-limits-set-the-floor",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, cpu_limit="3"),
+            [container(cpu_request="500m"), container("b", cpu_request="700m")],
+            1200,
+            3000,
+            PodLevelResources(cpu_limit_m=3000, container_limit_floor_m=0),
+            id="admission-request-defaults-to-the-containers",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, cpu_limit="3"),
+            [bare_container()],
+            3000,
+            3000,
+            PodLevelResources(cpu_limit_m=3000, container_limit_floor_m=0),
+            id="admission-request-defaults-to-the-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request="1Gi"),
+            [container(cpu_request="400m")],
+            400,
+            0,
+            PodLevelResources(cpu_limit_m=None, container_limit_floor_m=0),
+            id="memory-only-books-the-containers-cpu",
+        ),
+    ],
+)
+def test_pod_level_request_and_limit_replace_the_containers(
+    resources: dict[str, dict[str, str]],
+    containers: list[dict[str, Any]],
+    request_m: int,
+    limit_m: int,
+    pod_level: PodLevelResources,
+) -> None:
+    info = pod_info(resources=resources, containers=containers, qos_class=None)
+    assert (info.request_m, info.limit_m) == (request_m, limit_m)
+    assert info.pod_resources == pod_level
+    assert booked_cpu_m([info]) == request_m
+
+
+@pytest.mark.parametrize(
+    ("resources", "qos", "pinned"),
+    [
+        pytest.param(pod_resources(), "Burstable", False, id="requests-only"),
+        pytest.param(
+            pod_resources(cpu_limit="1", memory_limit="256Mi"), "Guaranteed", True, id="guaranteed"
+        ),
+        pytest.param(
+            pod_resources(cpu_limit="2", memory_limit="256Mi"),
+            "Burstable",
+            True,
+            id="memory-pinned-cpu-above",
+        ),
+        pytest.param(
+            pod_resources(cpu_limit="2", memory_limit="512Mi"),
+            "Burstable",
+            False,
+            id="memory-above",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, memory_limit="1Gi"),
+            "Burstable",
+            False,
+            id="memory-limit-only",
+        ),
+    ],
+)
+def test_pod_level_resources_decide_the_qos_class(
+    resources: dict[str, dict[str, str]], qos: str, pinned: bool
+) -> None:
+    # The containers alone would be Guaranteed; pod-level resources override them.
+    containers = [container(cpu_request="1", cpu_limit="1", memory_limit="128Mi")]
+    obj = pod(resources=resources, containers=containers, qos_class=None)
+    assert qos_class(obj["spec"]) == qos
+    info = pod_info_from_dict(obj)
+    assert info.qos_class == qos
+    assert info.guaranteed_if_pinned is pinned
+
+
+def test_resource_facts_worked_out_once_serve_every_replica() -> None:
+    spec_pod = pod(
+        "web-1",
+        containers=[container(cpu_request="300m", cpu_limit="1"), container("b", cpu_limit="2")],
+        init_containers=[SIDECAR, PLAIN_INIT],
+    )
+    facts = resource_facts(spec_pod["spec"], qos_class="Burstable")
+    replica = pod(
+        "web-2",
+        node="node-9",
+        containers=spec_pod["spec"]["containers"],
+        init_containers=spec_pod["spec"]["initContainers"],
+        max_cpu="3",
+    )
+    assert pod_info_from_dict(replica, facts=facts) == pod_info_from_dict(replica)
+    pod_level = pod(resources=pod_resources(cpu_limit="2"), containers=[bare_container()])
+    assert pod_info_from_dict(
+        pod_level, facts=resource_facts(pod_level["spec"], qos_class="Burstable")
+    ) == pod_info_from_dict(pod_level)

@@ -439,3 +439,7 @@ def test_values_schema_knows_exactly_the_crd_spec_fields() -> None:
     assert set(chart_spec) == set(crd_spec)
     for parent in ("deadband", "rateLimits", "webhook"):
         assert set(chart_spec[parent]["properties"]) == set(crd_spec[parent]["properties"])
+    chart_pool = chart_spec["nodePools"]["items"]["properties"]
+    crd_pool = crd_spec["nodePools"]["items"]["properties"]
+    assert set(chart_pool) == set(crd_pool)
+    assert set(chart_pool["deadband"]["properties"]) == set(crd_pool["deadband"]["properties"])

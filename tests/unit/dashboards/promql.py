@@ -14,6 +14,7 @@ EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]] = {
     "headroom_reconcile_duration_seconds": frozenset(),
     "headroom_pods_managed": frozenset(),
     "headroom_resizes_deferred": frozenset(),
+    "headroom_pool_pods_managed": frozenset({"pool"}),
     "headroom_webhook_requests_total": frozenset({"endpoint", "result"}),
     "headroom_webhook_request_duration_seconds": frozenset({"endpoint"}),
 }

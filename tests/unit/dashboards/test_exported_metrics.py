@@ -27,6 +27,7 @@ def test_exported_metrics_match_the_real_registries() -> None:
     reconciler.node_factor.labels(node="n").set(2)
     reconciler.node_slack_cores.labels(node="n").set(8)
     reconciler.pod_limit_cores.labels(namespace="ns", pod="p").set(3)
+    reconciler.set_pool_managed("web", 4)
     webhook_registry = CollectorRegistry()
     WebhookMetrics(webhook_registry)
     exported = {**_families(reconciler.registry), **_families(webhook_registry)}

@@ -22,6 +22,10 @@ _DEPLOY = f"{_INSTALL_TESTS}::test_make_deploy_installs_every_object_and_undeplo
 CI: Final = "ci"
 CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
 _CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
+_SIMULATE_OFFLINE: Final = (
+    "tests/integration/reconciler/test_simulate.py::"
+    "test_a_saved_snapshot_simulates_offline_like_the_live_cluster"
+)
 
 COVERED: Final[dict[str, str]] = {
     # README.
@@ -53,6 +57,19 @@ COVERED: Final[dict[str, str]] = {
     "kubectl describe pod -n team-a <pod> | grep -A2 CPULimitAdjusted": DEMO,
     "kubectl headroom explain -n team-a <pod>": DEMO,
     "kubectl headroom status": DEMO,
+    # Simulate and node pools.
+    "kubectl headroom simulate --enroll team-a": DEMO,
+    "kubectl headroom simulate --save cluster.json.gz": _SIMULATE_OFFLINE,
+    "kubectl headroom simulate --snapshot cluster.json.gz --enroll team-a "
+    "--set maxMultiplier=5 -o json": _SIMULATE_OFFLINE,
+    'kubectl headroom simulate --set \'nodePools=[{"name":"batch","nodeSelector":'
+    '{"matchLabels":{"pool":"batch"}},"maxMultiplier":"20"}]\'': DEMO,
+    'kubectl patch hcfg cluster --type merge -p \'{"spec":{"nodePools":[{"name":'
+    '"batch","nodeSelector":{"matchLabels":{"pool":"batch"}},"maxMultiplier":"20"}]}}\'': DEMO,
+    "kubectl patch hcfg cluster --type json -p "
+    '\'[{"op":"add","path":"/spec/nodePools/0/dryRun","value":true}]\'': (
+        "tests/integration/reconciler/test_pools.py::test_a_pools_dry_run_stops_its_resizes_at_once"
+    ),
     # Metrics TLS.
     "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
     "--namespace kube-headroom-system --set metrics.certManagerTLS=true "

@@ -23,6 +23,7 @@ from tests.unit.docs.markdown import (
     TENANT_GUIDE,
     code_spans,
     section,
+    shell_commands,
     table_rows,
     user_docs,
 )
@@ -58,7 +59,9 @@ def test_ineligibility_reasons_are_the_gates_the_code_checks() -> None:
 
 def test_annotation_fields_are_the_fields_written() -> None:
     written = json.loads(
-        status_annotation(explanation(dry_run=True), previous=None, now=datetime.now(UTC))
+        status_annotation(
+            explanation(dry_run=True, pool="web"), previous=None, now=datetime.now(UTC)
+        )
     )
     assert sorted(_first_column(TENANT_GUIDE.read_text(), "The status annotation")) == sorted(
         written
@@ -82,9 +85,13 @@ def _has_value(values: Mapping[str, Any], dotted: str) -> bool:
 
 
 def _helm_values_named() -> list[str]:
+    """Values named in the Install table and set by helm commands (``kubectl headroom
+    simulate --set`` sets HeadroomConfig fields, not Helm values)."""
     named = _first_column(RUNBOOK.read_text(), "Install")
     for doc in user_docs():
-        named.extend(_SET_FLAG.findall(doc.read_text()))
+        for command in shell_commands(doc.read_text()):
+            if command.startswith("helm "):
+                named.extend(_SET_FLAG.findall(command))
     return named
 
 

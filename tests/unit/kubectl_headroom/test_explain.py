@@ -149,3 +149,53 @@ def test_an_overbooked_node_reads_slack_zero_and_by_how_much() -> None:
     assert (document["slack"], document["overbooked"]) == ("0m", "2000m")
     assert document["annotation"]["slack"] == "0m"
     assert document["annotation"]["overbooked"] == "2000m"
+
+
+def test_a_node_in_a_pool_is_explained_with_the_pools_settings() -> None:
+    pools = [
+        {"name": "web", "nodeSelector": {"matchLabels": {"pool": "web"}}, "maxMultiplier": "3"}
+    ]
+    target = _pod("a", "1")
+    explanation = explain_pod(
+        pod=target,
+        node=b.node("node-1", labels={"pool": "web"}),
+        node_pods=[target],
+        namespace_labels={"team-a": MANAGED},
+        limit_ranges={},
+        vpas={},
+        settings=parse_config(b.headroom_config(spec={"nodePools": pools})),
+    )
+    document = as_dict(explanation)
+    assert (document["pool"], document["target"], document["ceilingBoundBy"]) == (
+        "web",
+        "3000m",
+        "max-multiplier",
+    )
+    assert document["annotation"]["pool"] == "web"
+    assert "Node pool: web (its overrides apply)" in render(explanation, last_event=None)
+
+
+def test_a_pod_level_pod_is_explained_at_pod_level_or_left_alone() -> None:
+    target = b.pod(
+        "p", resources=b.pod_resources(cpu_request="1"), containers=[b.bare_container()], owners=[]
+    )
+
+    def explained(node: dict[str, Any]) -> Any:
+        return explain_pod(
+            pod=target,
+            node=node,
+            node_pods=[target],
+            namespace_labels={"team-a": MANAGED},
+            limit_ranges={},
+            vpas={},
+            settings=parse_config(b.headroom_config()),
+        )
+
+    able = explained(
+        b.node("node-1", declared_features=["InPlacePodLevelResourcesVerticalScaling"])
+    )
+    assert as_dict(able)["podLevel"] is True
+    assert "pod-level resources: the limit is set at pod level" in render(able, last_event=None)
+    unable = explained(b.node("node-1"))
+    assert unable.ineligible is Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED
+    assert "not managed: pod-level-resize-unsupported" in render(unable, last_event=None)

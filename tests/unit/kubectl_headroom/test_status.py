@@ -64,3 +64,35 @@ def test_versions() -> None:
     assert supported("v1.34.9") is False
     assert supported("v1.35.0") is True
     assert supported("") is None
+
+
+def test_status_lists_the_pools_with_their_nodes_mode_and_overrides() -> None:
+    pools = [
+        {
+            "name": "web",
+            "nodeSelector": {"matchLabels": {"pool": "web"}},
+            "maxMultiplier": "2.5",
+            "deadband": {"growPercent": 20},
+        },
+        {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}, "dryRun": True},
+        {"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}}, "quantum": "1"},
+    ]
+    config = b.headroom_config(spec={"dryRun": False, "nodePools": pools})
+    status = summarize(
+        config=config,
+        settings=parse_config(config),
+        managed_namespaces=[],
+        events=[],
+        node_labels=[{"pool": "web"}, {"pool": "web"}, {"pool": "batch"}, {}],
+    )
+    assert status.as_dict()["pools"] == [
+        {
+            "name": "web",
+            "nodes": 2,
+            "mode": "enforcing",
+            "overrides": ["maxMultiplier=2.5", "deadband.growPercent=20"],
+        },
+        {"name": "batch", "nodes": 1, "mode": "dry-run", "overrides": ["dryRun=true"]},
+        {"name": "gpu", "nodes": 0, "mode": "enforcing", "overrides": ["quantum=1"]},
+    ]
+    assert status.nodes_without_pool == 1

@@ -71,6 +71,8 @@ def new_pod(
     labels: Mapping[str, str] | None = None,
     max_cpu: str | None = None,
     owners: Sequence[Obj] | None = None,
+    resources: Mapping[str, Mapping[str, str]] | None = None,
+    node_selector: Mapping[str, str] | None = None,
 ) -> Obj:
     """A pod as a CREATE admission carries it: unbound, no status, no uid yet."""
     obj = pod(
@@ -84,6 +86,8 @@ def new_pod(
         owners=owners,
         qos_class=None,
         generation=None,
+        resources=resources,
+        node_selector=node_selector,
     )
     del obj["metadata"]["uid"]
     obj["status"] = {}

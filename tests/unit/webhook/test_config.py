@@ -63,3 +63,32 @@ def test_only_writes_are_validated(operation: str) -> None:
         None, kind="HeadroomConfig", operation=operation, old=headroom_config(name="x")
     )
     assert admit(client, PATH, review)["allowed"] is True
+
+
+def test_node_pool_errors_and_overlaps_reach_the_operator() -> None:
+    client = webhook_client(cluster_cache())
+    pools = [
+        {"name": "web", "nodeSelector": {"matchLabels": {"pool": "web"}}, "maxMultiplier": "3"},
+        {"name": "zone-a", "nodeSelector": {"matchLabels": {"zone": "a"}}, "quantum": "20m"},
+    ]
+    response = admit(
+        client,
+        PATH,
+        admission_review(headroom_config(spec={"nodePools": pools}), kind="HeadroomConfig"),
+    )
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "spec.nodePools[1].nodeSelector: overlaps spec.nodePools[0] ('web'), which comes "
+        "first: nodes matching both use 'web'"
+    ]
+    bad = [*pools, {"name": "web", "nodeSelector": {}, "quantum": "0"}]
+    response = admit(
+        client,
+        PATH,
+        admission_review(headroom_config(spec={"nodePools": bad}), kind="HeadroomConfig"),
+    )
+    assert response["allowed"] is False
+    message = response["status"]["message"]
+    assert "(2 errors)" in message
+    assert "spec.nodePools[2].quantum: must be greater than 0" in message
+    assert "spec.nodePools[2].name: duplicates spec.nodePools[0].name" in message

@@ -6,13 +6,14 @@ import copy
 from typing import Any
 
 import jsonpatch
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from app.policy import ContainerLimit
 from app.quantity import format_cpu_millis
 from tests.unit.app.builders import container, pod
-from webhook.patch import limits_patch
+from webhook.patch import limits_patch, pod_limit_patch
 
 
 def edited_copy(original: dict[str, Any], limits: list[ContainerLimit]) -> dict[str, Any]:
@@ -100,3 +101,17 @@ def test_sidecars_are_patched_under_init_containers_by_name() -> None:
     assert limits_patch(original, [ContainerLimit("app", True, 200)]) == [
         {"op": "add", "path": "/spec/initContainers/0/resources/limits/cpu", "value": "200m"}
     ]
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param({"requests": {"cpu": "1"}}, id="no-limits-yet"),
+        pytest.param({"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}, id="memory-limit"),
+    ],
+)
+def test_the_pod_level_patch_adds_only_the_pod_level_cpu_limit(resources: dict[str, Any]) -> None:
+    original = pod(resources=resources)
+    expected = copy.deepcopy(original)
+    expected["spec"]["resources"].setdefault("limits", {})["cpu"] = "2500m"
+    assert jsonpatch.apply_patch(original, pod_limit_patch(original, 2500)) == expected

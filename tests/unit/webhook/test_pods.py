@@ -9,6 +9,7 @@ from tests.unit.app.builders import (
     limit_range,
     namespace,
     owner_ref,
+    pod_resources,
     vpa,
 )
 from tests.unit.webhook.builders import (
@@ -262,3 +263,89 @@ def test_before_vpas_are_listed_the_namespace_is_read_directly(
     response = admit(webhook_client(cache), "/mutate/pods", admission_review(pod))
     assert _cpu_limits(patched(pod, response)) == {"app": expected}
     assert (VPA_LIST, {}) in api.requests
+
+
+POOLS = {
+    "dryRun": False,
+    "nodePools": [
+        {"name": "web", "nodeSelector": {"matchLabels": {"pool": "web"}}, "initialMultiplier": "4"},
+        {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}, "dryRun": True},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("node_selector", "expected"),
+    [
+        pytest.param({"pool": "web"}, {"app": "2"}, id="pools-initial-multiplier"),
+        pytest.param({"pool": "batch"}, {"app": None}, id="pool-in-dry-run"),
+        pytest.param({"zone": "a"}, {"app": "1"}, id="pool-unknown-uses-top-level"),
+        pytest.param(None, {"app": "1"}, id="no-node-selection"),
+    ],
+)
+def test_birth_limits_follow_the_pool_the_pod_will_land_in(
+    node_selector: dict[str, str] | None, expected: dict[str, str | None]
+) -> None:
+    client = webhook_client(cluster_cache(config=headroom_config(spec=POOLS)))
+    pod = new_pod(node_selector=node_selector)
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == expected
+
+
+def _pod_level_limit(pod: dict[str, Any]) -> str | None:
+    limits: dict[str, str] = pod["spec"].get("resources", {}).get("limits", {})
+    return limits.get("cpu")
+
+
+SERVER_1_37 = {"/version": {"gitVersion": "v1.37.2"}}
+
+
+@pytest.mark.parametrize(
+    ("version", "resources", "expected"),
+    [
+        pytest.param("v1.37.2", pod_resources(), "2", id="seeded-at-pod-level"),
+        pytest.param(
+            "v1.37.2",
+            pod_resources(memory_limit="512Mi"),
+            "2",
+            id="beside-a-pod-level-memory-limit",
+        ),
+        pytest.param("v1.36.0", pod_resources(), "2", id="on-by-default-from-1.36"),
+        pytest.param("v1.35.4", pod_resources(), None, id="not-where-it-could-never-change"),
+        pytest.param("v1.37.2", pod_resources(cpu_limit="3"), "3", id="own-limit-kept"),
+        pytest.param(
+            "v1.37.2",
+            pod_resources(cpu_limit="1", memory_limit="256Mi"),
+            "1",
+            id="guaranteed-at-pod-level",
+        ),
+    ],
+)
+def test_pods_with_pod_level_resources_get_a_pod_level_birth_limit(
+    version: str, resources: dict[str, dict[str, str]], expected: str | None
+) -> None:
+    api = FakeKube({"/version": {"gitVersion": version}})
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING), api=api))
+    pod = new_pod(resources=resources, containers=[container(cpu_request="300m")])
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    result = patched(pod, response)
+    assert _pod_level_limit(result) == expected
+    # The containers keep exactly what they had.
+    assert result["spec"]["containers"] == pod["spec"]["containers"]
+
+
+def test_the_server_version_is_read_once() -> None:
+    api = FakeKube(SERVER_1_37)
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING), api=api))
+    for _ in range(3):
+        admit(client, "/mutate/pods", admission_review(new_pod(resources=pod_resources())))
+    assert api.requests == [("/version", {})]
+
+
+def test_an_unreadable_server_version_admits_the_pod_unchanged_with_a_warning() -> None:
+    api = FakeKube({"/version": ConnectionError("connection refused")})
+    client = webhook_client(cluster_cache(config=headroom_config(spec=ENFORCING), api=api))
+    response = admit(client, "/mutate/pods", admission_review(new_pod(resources=pod_resources())))
+    assert "patch" not in response
+    [warning] = response["warnings"]
+    assert warning.startswith("Headroom did not seed a CPU limit: cannot read the API server")

@@ -5,8 +5,9 @@ import pytest
 
 from app.config import DEFAULT_SETTINGS, Settings
 from app.limitrange import LimitRangeCaps
-from app.policy import ContainerLimit, seed_limits
-from tests.unit.app.builders import container, pod_info
+from app.pods import PodInfo
+from app.policy import ContainerLimit, seed_limits, seed_pod_limit
+from tests.unit.app.builders import container, pod_info, pod_resources
 from tests.unit.app.policy.inputs import managed_pod
 
 
@@ -124,3 +125,94 @@ def test_existing_limits_count_against_the_pod_cap(
 def test_nothing_to_seed() -> None:
     pod = managed_pod("p", 1000, limits_m=[2000])
     assert seed_limits(pod, DEFAULT_SETTINGS) == ()
+
+
+def pod_level(
+    request: str | None = "1",
+    *,
+    limit: str | None = None,
+    containers: list[dict[str, object]] | None = None,
+    max_cpu: str | None = None,
+) -> PodInfo:
+    return pod_info(
+        resources=pod_resources(cpu_request=request, cpu_limit=limit),
+        containers=containers if containers is not None else [container(cpu_request="300m")],
+        max_cpu=max_cpu,
+        node=None,
+        phase=None,
+        qos_class=None,
+    )
+
+
+def test_pod_level_pods_get_no_container_limits() -> None:
+    assert seed_limits(pod_level(), DEFAULT_SETTINGS) == ()
+
+
+@pytest.mark.parametrize(
+    ("pod", "settings", "caps", "expected"),
+    [
+        pytest.param(
+            pod_level(), DEFAULT_SETTINGS, LimitRangeCaps(), 2000, id="initial-multiplier"
+        ),
+        pytest.param(
+            pod_level(),
+            replace(
+                DEFAULT_SETTINGS, webhook_initial_multiplier=Fraction(5), max_multiplier=Fraction(3)
+            ),
+            LimitRangeCaps(),
+            3000,
+            id="clamped-by-max-multiplier",
+        ),
+        pytest.param(
+            pod_level(max_cpu="1500m"), DEFAULT_SETTINGS, LimitRangeCaps(), 1500, id="max-cpu"
+        ),
+        pytest.param(
+            pod_level(),
+            DEFAULT_SETTINGS,
+            LimitRangeCaps(pod_max_m=1200),
+            1200,
+            id="limit-range-pod-max",
+        ),
+        pytest.param(
+            pod_level(),
+            DEFAULT_SETTINGS,
+            LimitRangeCaps(container_max_m=500),
+            2000,
+            id="container-caps-do-not-bound-the-pod",
+        ),
+        pytest.param(
+            pod_level("333m"),
+            replace(DEFAULT_SETTINGS, quantum_m=100),
+            LimitRangeCaps(),
+            600,
+            id="quantized-never-above-the-bound",
+        ),
+        pytest.param(
+            pod_level(containers=[container(cpu_request="300m", cpu_limit="2500m")]),
+            DEFAULT_SETTINGS,
+            LimitRangeCaps(),
+            2500,
+            id="not-below-a-container-limit",
+        ),
+        pytest.param(
+            pod_level(limit="3"), DEFAULT_SETTINGS, LimitRangeCaps(), None, id="has-a-limit"
+        ),
+        pytest.param(
+            pod_level(max_cpu="1"), DEFAULT_SETTINGS, LimitRangeCaps(), None, id="capped-at-request"
+        ),
+        pytest.param(
+            pod_level(None, containers=[container(cpu_request=None)]),
+            DEFAULT_SETTINGS,
+            LimitRangeCaps(),
+            None,
+            id="no-cpu-request",
+        ),
+        pytest.param(
+            managed_pod("p", 500), DEFAULT_SETTINGS, LimitRangeCaps(), None, id="container-pod"
+        ),
+    ],
+)
+def test_seed_pod_limit(
+    pod: PodInfo, settings: Settings, caps: LimitRangeCaps, expected: int | None
+) -> None:
+    assert seed_pod_limit(pod, settings, limit_range=caps) == expected

@@ -1,0 +1,436 @@
+"""``kubectl headroom simulate``: what Headroom would do to every pod, before anything changes.
+
+It runs the reconciler's own decisions over a snapshot: the same eligibility gates
+(``app.selection``), the same node pools (``app.config.settings_for_node``), the same
+booking and pure policy (``app.pods``, ``app.policy``), under a what-if HeadroomConfig
+and enrolment. It never writes. Pods whose kubelet reports an ``Infeasible`` resize count
+as backed off, as the reconciler backs them off from that report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, NamedTuple
+
+import orjson
+
+from app.config import LabelSelector, Settings, settings_for_node
+from app.eligibility import Ineligible, namespace_enrolled
+from app.limitrange import LimitRangeCaps, limit_range_caps
+from app.nodefeatures import resizes_pod_level
+from app.nodes import node_facts
+from app.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
+from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
+from app.quantity import QuantityError, parse_cpu_millis
+from app.selection import ineligibility
+from kubectl_headroom.snapshot import Obj, Snapshot
+
+_INFEASIBLE: Final = "Infeasible"
+_LIMITS_CPU: Final = "limits.cpu"
+# Namespace-gate stand-ins: simulate decides enrolment itself (with --enroll/--unenroll),
+# then hands the shared gates a selector every namespace passes.
+_EVERY_NAMESPACE: Final = LabelSelector(())
+_ENROLLED: Final[Mapping[str, str]] = {}
+
+
+class Action(StrEnum):
+    """What the reconciler would do to a managed pod's limit."""
+
+    RAISE = "raise"
+    LOWER = "lower"
+    # The pod has no limit yet (on some container): Headroom sets one.
+    SET = "set"
+    # At the target, or within the deadband.
+    KEEP = "keep"
+    # Any allowed limit would make the pod Guaranteed.
+    SKIP = "skip"
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    enroll: frozenset[str] = frozenset()
+    unenroll: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    name: str
+    pool: str | None
+    dry_run: bool
+    result: NodeResult
+
+
+# A NamedTuple: one per managed pod, built three times faster than a frozen dataclass.
+class PodOutcome(NamedTuple):
+    pod: PodInfo
+    node: NodeOutcome
+    result: PodResult
+    action: Action
+    # "quota/<name>" or "limitrange": what would refuse the resize; None when nothing.
+    blocked_by: str | None
+    labels: Mapping[str, str]
+
+    @property
+    def after_m(self) -> int:
+        """The limit once Headroom has acted (on an enforcing node, unblocked)."""
+        if self.action in (Action.KEEP, Action.SKIP) or self.blocked_by is not None:
+            return self.result.current_m
+        return self.result.target_m
+
+
+class Unmanaged(NamedTuple):
+    """A pod Headroom would not manage, and the gate that excludes it."""
+
+    pod: PodInfo
+    reason: Ineligible
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Simulation:
+    nodes: Sequence[NodeOutcome]
+    pods: Sequence[PodOutcome]
+    unmanaged: Sequence[Unmanaged]
+    enrolled: Sequence[str]
+    # What --enroll could not do (no such namespace, excluded by the config).
+    notes: Sequence[str] = ()
+    # Pods the snapshot holds that cannot be read (a malformed quantity): skipped, as the
+    # reconciler skips them.
+    unreadable: Sequence[str] = ()
+
+
+def enrolled_namespaces(
+    snapshot: Snapshot, settings: Settings, what_if: WhatIf
+) -> tuple[list[str], list[str]]:
+    """The namespaces enrolled under the what-if, and notes on --enroll/--unenroll."""
+    names = {
+        ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in snapshot.namespaces
+    }
+    notes = [f"--enroll {name}: no such namespace" for name in sorted(what_if.enroll - set(names))]
+    notes += [
+        f"--enroll {name}: spec.excludedNamespaces lists it, so it stays unmanaged"
+        for name in sorted(what_if.enroll & settings.excluded_namespaces)
+    ]
+    enrolled = sorted(
+        name
+        for name, labels in names.items()
+        if name not in what_if.unenroll
+        and name not in settings.excluded_namespaces
+        and (name in what_if.enroll or namespace_enrolled(settings, name=name, labels=labels))
+    )
+    return enrolled, notes
+
+
+def simulate(
+    snapshot: Snapshot,
+    settings: Settings,
+    *,
+    what_if: WhatIf = WhatIf(),
+    progress: Callable[[int, int], None] | None = None,
+) -> Simulation:
+    enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
+    enrolled_set = frozenset(enrolled)
+    pods_by_node: dict[str, list[PodInfo]] = {}
+    labels_by_uid: dict[str, Mapping[str, str]] = {}
+    unreadable = []
+    # Replicas share one spec: its resource facts are worked out once per distinct spec.
+    facts: dict[bytes, ResourceFacts] = {}
+    for raw in snapshot.pods:
+        spec = raw.get("spec") or {}
+        key = orjson.dumps(
+            (
+                spec.get("containers"),
+                spec.get("initContainers"),
+                spec.get("resources"),
+                (raw.get("status") or {}).get("qosClass"),
+            )
+        )
+        try:
+            known = facts.get(key)
+            if known is None:
+                known = facts[key] = resource_facts(
+                    spec, qos_class=(raw.get("status") or {}).get("qosClass")
+                )
+            info = pod_info_from_dict(raw, facts=known)
+        except QuantityError:
+            unreadable.append(f"{raw['metadata'].get('namespace')}/{raw['metadata'].get('name')}")
+            continue
+        if not info.node_name:
+            continue
+        pods_by_node.setdefault(info.node_name, []).append(info)
+        labels_by_uid[info.uid] = raw["metadata"].get("labels") or {}
+    vpas: dict[str, list[Obj]] = {}
+    for vpa in snapshot.vpas or ():
+        vpas.setdefault(vpa["metadata"]["namespace"], []).append(vpa)
+    caps = _limit_range_caps(snapshot.limit_ranges)
+    gates: dict[str | None, Settings] = {}
+    nodes: list[NodeOutcome] = []
+    outcomes: list[PodOutcome] = []
+    unmanaged: list[Unmanaged] = []
+    for index, node in enumerate(snapshot.nodes):
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        node_settings, pool = settings_for_node(settings, labels)
+        node_gates = gates.get(pool)
+        if node_gates is None:
+            node_gates = gates[pool] = _open_namespace_gate(node_settings)
+        pods = pods_by_node.get(name, [])
+        managed: list[PodInfo] = []
+        pod_level = resizes_pod_level(node)
+        view = node_facts(node)
+        for pod in pods:
+            reason = ineligibility(
+                node_gates,
+                pod,
+                namespace_labels=_ENROLLED if pod.namespace in enrolled_set else None,
+                node=view,
+                vpas=vpas.get(pod.namespace, ()),
+                backed_off=pod.resize_pending == _INFEASIBLE,
+                node_resizes_pod_level=pod_level,
+            )
+            if reason is None:
+                managed.append(pod)
+            else:
+                unmanaged.append(Unmanaged(pod, reason, labels_by_uid.get(pod.uid, {})))
+        result = compute_node(
+            NodeInput(
+                name=name,
+                allocatable_m=_allocatable_m(node),
+                booked_m=booked_cpu_m(pods),
+                pods=managed,
+                limit_ranges={
+                    pod.namespace: caps[pod.namespace] for pod in managed if pod.namespace in caps
+                },
+            ),
+            node_settings,
+        )
+        outcome = NodeOutcome(name=name, pool=pool, dry_run=node_settings.dry_run, result=result)
+        nodes.append(outcome)
+        outcomes.extend(
+            PodOutcome(
+                pod=r.pod,
+                node=outcome,
+                result=r,
+                action=_action(r),
+                blocked_by=_limit_range_block(r, caps.get(r.pod.namespace)),
+                labels=labels_by_uid.get(r.pod.uid, {}),
+            )
+            for r in result.pods
+        )
+        if progress is not None:
+            progress(index + 1, len(snapshot.nodes))
+    return Simulation(
+        nodes=nodes,
+        pods=_quota_blocks(outcomes, snapshot.quotas),
+        unmanaged=unmanaged,
+        enrolled=enrolled,
+        notes=notes,
+        unreadable=unreadable,
+    )
+
+
+def _open_namespace_gate(settings: Settings) -> Settings:
+    """``settings`` with the namespace gate opened: enrolment is decided beforehand."""
+    return dataclasses.replace(
+        settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
+    )
+
+
+def _allocatable_m(node: Obj) -> int:
+    cpu = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
+    try:
+        return 0 if cpu is None else parse_cpu_millis(str(cpu))
+    except QuantityError:
+        return 0
+
+
+def _limit_range_caps(limit_ranges: Iterable[Obj]) -> dict[str, LimitRangeCaps]:
+    by_namespace: dict[str, list[Obj]] = {}
+    for limit_range in limit_ranges:
+        by_namespace.setdefault(limit_range["metadata"]["namespace"], []).append(limit_range)
+    return {namespace: limit_range_caps(items) for namespace, items in by_namespace.items()}
+
+
+def _action(result: PodResult) -> Action:
+    if result.reason is Reason.QOS_GUARD:
+        return Action.SKIP
+    if not result.patch:
+        return Action.KEEP
+    if result.current_m == 0:
+        return Action.SET
+    return Action.RAISE if result.target_m > result.current_m else Action.LOWER
+
+
+def _limit_range_block(result: PodResult, caps: LimitRangeCaps | None) -> str | None:
+    """Whether LimitRanger would refuse the resize: targets stay under every cap, except
+    when a cap is below the request itself (the limit can then go no lower than that)."""
+    if caps is None or not result.patch:
+        return None
+    pod_cap = caps.pod_cap_m(result.request_m)
+    if pod_cap is not None and pod_cap < result.target_m:
+        return "limitrange"
+    requests = {(c.name, c.sidecar): c.cpu_request_m for c in result.pod.cpu_containers}
+    for limit in result.containers:
+        cap = caps.container_cap_m(requests[(limit.name, limit.sidecar)])
+        if cap is not None and cap < limit.limit_m:
+            return "limitrange"
+    return None
+
+
+def _quota_blocks(outcomes: list[PodOutcome], quotas: Iterable[Obj]) -> list[PodOutcome]:
+    """Mark the raises a ``limits.cpu`` ResourceQuota would refuse.
+
+    Quota admission charges each raise's increase against the quota's remaining room
+    (``hard - used``) and refuses a raise that does not fit. Raises are charged in the
+    order of the listing (node, then pod), the same for every run; the reconciler's real
+    order can differ, so which of a namespace's pods are refused is an estimate, the
+    count of refusals is not.
+    """
+    room: dict[str, tuple[str, int]] = {}
+    for quota in quotas:
+        spent = _quota_room(quota)
+        if spent is None:
+            continue
+        namespace = quota["metadata"]["namespace"]
+        current = room.get(namespace)
+        if current is None or spent < current[1]:
+            room[namespace] = (quota["metadata"]["name"], spent)
+    if not room:
+        return outcomes
+    marked = []
+    for outcome in outcomes:
+        namespace = outcome.pod.namespace
+        increase = outcome.result.target_m - outcome.result.current_m
+        if (
+            namespace in room
+            and outcome.blocked_by is None
+            and outcome.action in (Action.RAISE, Action.SET)
+        ):
+            name, left = room[namespace]
+            if increase > left:
+                outcome = outcome._replace(blocked_by=f"quota/{name}")
+            else:
+                room[namespace] = (name, left - increase)
+        marked.append(outcome)
+    return marked
+
+
+def _quota_room(quota: Obj) -> int | None:
+    """``hard - used`` for ``limits.cpu`` in millicores, or None without such a limit."""
+    hard = (quota.get("spec") or {}).get("hard") or {}
+    if _LIMITS_CPU not in hard:
+        return None
+    status = quota.get("status") or {}
+    try:
+        limit = parse_cpu_millis(str((status.get("hard") or hard)[_LIMITS_CPU]))
+        used = parse_cpu_millis(str((status.get("used") or {}).get(_LIMITS_CPU, "0")))
+    except QuantityError:
+        return 0
+    return max(limit - used, 0)
+
+
+class SortKey(StrEnum):
+    NODE = "node"
+    POD = "pod"
+    CHANGE = "change"
+    TARGET = "target"
+
+
+@dataclass(frozen=True)
+class View:
+    """What to show of a simulation: selecting never changes a computed number."""
+
+    nodes: Sequence[NodeOutcome]
+    pods: Sequence[PodOutcome]
+    unmanaged: Sequence[Unmanaged]
+
+    @property
+    def not_managed(self) -> dict[Ineligible, int]:
+        """The unmanaged pods shown, counted by the gate that excludes them."""
+        return dict(sorted(Counter(u.reason for u in self.unmanaged).items()))
+
+
+def select(
+    simulation: Simulation,
+    *,
+    namespaces: Collection[str] = (),
+    nodes: Collection[str] = (),
+    selector: LabelSelector | None = None,
+    sort: SortKey = SortKey.NODE,
+) -> View:
+    """The pods in ``namespaces``, on ``nodes`` and matching ``selector`` (each when given),
+    sorted, and the nodes: those named, or with pods shown when pods are selected."""
+
+    def shown(pod: PodInfo, labels: Mapping[str, str]) -> bool:
+        return (
+            (not namespaces or pod.namespace in namespaces)
+            and (not nodes or pod.node_name in nodes)
+            and (selector is None or selector.matches(labels))
+        )
+
+    pods = sort_pods([p for p in simulation.pods if shown(p.pod, p.labels)], sort)
+    by_pods = bool(namespaces or selector)
+    with_pods = {p.node.name for p in pods}
+    return View(
+        nodes=[
+            n
+            for n in simulation.nodes
+            if (not nodes or n.name in nodes) and (not by_pods or n.name in with_pods)
+        ],
+        pods=pods,
+        unmanaged=[u for u in simulation.unmanaged if shown(u.pod, u.labels)],
+    )
+
+
+def sort_pods(pods: Sequence[PodOutcome], key: SortKey) -> list[PodOutcome]:
+    if key is SortKey.POD:
+        return sorted(pods, key=lambda p: (p.pod.namespace, p.pod.name))
+    if key is SortKey.CHANGE:
+        return sorted(
+            pods, key=lambda p: (-abs(p.after_m - p.result.current_m), p.pod.namespace, p.pod.name)
+        )
+    if key is SortKey.TARGET:
+        return sorted(pods, key=lambda p: (-p.result.target_m, p.pod.namespace, p.pod.name))
+    return sorted(pods, key=lambda p: (p.node.name, p.pod.namespace, p.pod.name))
+
+
+@dataclass(frozen=True)
+class Totals:
+    pods: int
+    raised: int
+    lowered: int
+    unchanged: int
+    # Pods that have no limit yet and would get one.
+    first_limits: int
+    limits_before_m: int
+    limits_after_m: int
+    # Pods without a limit before, and after (those left unlimited).
+    unlimited_before: int
+    unlimited_after: int
+    blocked_by_quota: int
+    blocked_by_limit_range: int
+    # Pods on dry-run nodes: computed and announced, never resized.
+    on_dry_run_nodes: int
+
+
+def totals(pods: Sequence[PodOutcome]) -> Totals:
+    actions = Counter(Action.KEEP if p.blocked_by is not None else p.action for p in pods)
+    blocked = Counter((p.blocked_by or "").split("/")[0] for p in pods)
+    return Totals(
+        pods=len(pods),
+        raised=actions[Action.RAISE],
+        lowered=actions[Action.LOWER],
+        unchanged=actions[Action.KEEP] + actions[Action.SKIP],
+        first_limits=actions[Action.SET],
+        limits_before_m=sum(p.result.current_m for p in pods),
+        limits_after_m=sum(p.after_m for p in pods),
+        unlimited_before=sum(1 for p in pods if not p.result.current_m),
+        unlimited_after=sum(1 for p in pods if not p.after_m),
+        blocked_by_quota=blocked["quota"],
+        blocked_by_limit_range=blocked["limitrange"],
+        on_dry_run_nodes=sum(1 for p in pods if p.node.dry_run),
+    )
