@@ -79,8 +79,12 @@ bench-webhook: $(STAMP) ## /mutate/pods over TLS at concurrency 1 and 32 (uses w
 	$(BIN)/python -m bench.webhook_bench
 
 .PHONY: bench-reconciler
-bench-reconciler: $(STAMP) control-plane ## 200 nodes, 8,000 pods on the real control plane (several minutes)
+bench-reconciler: $(STAMP) control-plane ## 200 nodes, 8,000 pods at the default write budget (several minutes)
 	$(BIN)/python -m bench.reconciler_bench
+
+.PHONY: bench-reconciler-large
+bench-reconciler-large: $(STAMP) control-plane ## 1,000 nodes, 30,000 pods at the default write budget
+	$(BIN)/python -m bench.reconciler_bench --nodes 1000 --pods 30000 --burst 2000
 
 .PHONY: bench-simulate
 bench-simulate: $(STAMP) ## kubectl headroom simulate over a 5,000-node, 150,000-pod snapshot

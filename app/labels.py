@@ -24,3 +24,6 @@ POLICY_VERSION: Final = "proportional-v1"
 OS_LABEL: Final = "kubernetes.io/os"
 OS_WINDOWS: Final = "windows"
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
+
+# The Lease the reconciler's replicas elect a leader on.
+LEASE_NAME: Final = "kube-headroom-reconciler"

@@ -52,16 +52,13 @@ import orjson
 from app.config import Settings
 from app.kube.config import async_api_client
 from app.kube.http import KubeHttp
-from app.pods import PodInfo, booked_cpu_m, decode_pod, pod_info
-from app.policy import NodeInput, compute_node
-from app.selection import ineligibility
+from app.pods import decode_pod, pod_info
 from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
-from reconciler.cache import ClusterCache, object_feed, pod_feed
+from devcluster.oracle import Oracle, reflectors
 from reconciler.main import USER_AGENT
-from reconciler.watches import Reflector
 
 REPO = Path(__file__).resolve().parents[1]
 MANAGED_SHARE = 4
@@ -72,96 +69,6 @@ STEADY_SECONDS = 30.0
 # this long.
 QUIET_SECONDS = 5.0
 CONFIG_SPEC = {"dryRun": False}
-
-
-class Oracle:
-    """A watch-fed cache in this process and the pure policy: which pods still need a patch.
-
-    Only nodes that changed since the last check are recomputed, so checking often does
-    not steal much CPU from the processes being measured.
-    """
-
-    def __init__(self) -> None:
-        self.cache = ClusterCache(listener=self)
-        self._dirty: set[str] = set()
-        self._pending: dict[str, int] = {}
-
-    def node_dirty(self, node: str, *, prompt: bool) -> None:
-        self._dirty.add(node)
-
-    def node_removed(self, node: str) -> None:
-        self._pending.pop(node, None)
-
-    def settings_changed(self, settings: Settings) -> None:
-        self._dirty.update(self.cache.node_names())
-
-    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
-        """Enrolment changes also mark the namespace's nodes dirty."""
-
-    def annotation_changed(self, pod: PodInfo) -> None:
-        """Annotations do not change what still needs a patch."""
-
-    def pending(self) -> int:
-        for name in self._dirty:
-            self._pending[name] = self._pending_on(name)
-        self._dirty.clear()
-        return sum(self._pending.values())
-
-    def _pending_on(self, name: str) -> int:
-        cache = self.cache
-        node = cache.nodes.get(name)
-        if node is None:
-            return 0
-        pods = cache.pods_on(name)
-        managed = [
-            pod
-            for pod in pods
-            if ineligibility(
-                cache.settings,
-                pod,
-                namespace_labels=cache.namespaces.get(pod.namespace),
-                node=node,
-                vpas=(),
-            )
-            is None
-        ]
-        result = compute_node(
-            NodeInput(
-                name=name,
-                allocatable_m=node.allocatable_m,
-                booked_m=booked_cpu_m(pods),
-                pods=managed,
-            ),
-            cache.settings,
-        )
-        return sum(1 for pod in result.pods if pod.patch)
-
-    def managed_limits(self) -> dict[str, int]:
-        return {
-            key: pod.limit_m
-            for key, pod in self.cache.pods.items()
-            if pod.namespace.startswith("managed-")
-        }
-
-
-def reflectors(api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
-    def feed(apply: Any, kind: str) -> Any:
-        return object_feed(apply, lambda: cache.keys(kind))
-
-    return [
-        Reflector(
-            api=api,
-            path="/apis/kube-headroom.dev/v1alpha1/headroomconfigs",
-            handler=feed(cache.apply_config, "config"),
-        ),
-        Reflector(
-            api=api, path="/api/v1/namespaces", handler=feed(cache.apply_namespace, "namespaces")
-        ),
-        Reflector(api=api, path="/api/v1/nodes", handler=feed(cache.apply_node, "nodes")),
-        Reflector(
-            api=api, path="/api/v1/pods", handler=pod_feed(cache), field_selector="spec.nodeName!="
-        ),
-    ]
 
 
 def pod_manifest(name: str, *, namespace: str, node: str, cpu_m: int, index: int) -> dict[str, Any]:
@@ -529,7 +436,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     steady = audit.between(steady_start, time.time())
     report.append((f"writes in {STEADY_SECONDS:.0f} s of steady state", kinds_text(steady)))
 
-    before_limits = oracle.managed_limits()
+    before_limits = oracle.managed_limits("managed-")
     cpu_before = cpu_seconds(process.popen.pid)
     meter = LoadMeter()
     print(f"binding a burst of {args.burst} pods ...", flush=True)
@@ -555,7 +462,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     )
     burst_seconds = time.time() - burst_started
     burst_cpu = cpu_seconds(process.popen.pid) - cpu_before
-    after_limits = oracle.managed_limits()
+    after_limits = oracle.managed_limits("managed-")
     required = sum(1 for key, limit in after_limits.items() if before_limits.get(key, 0) != limit)
     limit_burst = physical_limit(required, settings)
     report.append(

@@ -174,6 +174,13 @@ def cpu_limit_m(pod: dict[str, Any]) -> int | None:
     return total
 
 
+def explained(pod: dict[str, Any]) -> bool:
+    """The pod's status annotation names the limit it has: its explanation has caught up
+    (explanations follow the resizes once the node settles)."""
+    target = status_of(pod).get("targetLimit")
+    return target is not None and target == f"{cpu_limit_m(pod)}m"
+
+
 def status_of(pod: dict[str, Any]) -> dict[str, Any]:
     text = pod["metadata"].get("annotations", {}).get(STATUS_ANNOTATION)
     return json.loads(text) if text else {}
@@ -470,9 +477,14 @@ class Demo:
         )  # fmt: skip
         self.say(f"\nNeighbours: 3 pods requesting 4 cores each land on {NODE}")
         cluster.apply(deployment("batch", ns, cpu="4", replicas=3, node=NODE))
-        with self.step("wait for web's limit to shrink toward its request"):
+        with self.step("wait for web's limit to shrink toward its request, then its explanation"):
             pod = wait_for(
-                lambda: (p := self.web_pod(cluster)) and (cpu_limit_m(p) or 0) < 2000 and p,
+                lambda: (
+                    (p := self.web_pod(cluster))
+                    and (cpu_limit_m(p) or 0) < 2000
+                    and explained(p)
+                    and p
+                ),
                 timeout=90,
             )
         self.say(view(cluster, ns))
@@ -557,9 +569,16 @@ class Demo:
             "kubectl patch hcfg cluster --type merge -p "
             f'\'{{"spec":{{"nodePools":{BATCH_POOL}}}}}\''
         )
-        with self.step("wait for reports to climb to the batch pool's 20x cap"):
+        with self.step(
+            "wait for reports to climb to the batch pool's 20x cap, then its explanation"
+        ):
             pod = wait_for(
-                lambda: (p := self.app_pod(cluster, "reports")) and cpu_limit_m(p) == 10000 and p
+                lambda: (
+                    (p := self.app_pod(cluster, "reports"))
+                    and cpu_limit_m(p) == 10000
+                    and explained(p)
+                    and p
+                )
             )
         self.say(view(cluster, ns))
         status = status_of(pod) if pod else {}

@@ -10,20 +10,22 @@ import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from app.config import Settings
 from app.explain import factor_text
 from app.kube.config import KubeConfigError, async_api_client
 from app.kube.http import ApiError, KubeHttp
+from app.labels import LEASE_NAME
 from app.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
 from kubectl_headroom import simulate_cli
 from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR
 from kubectl_headroom.explain import as_dict, explain_pod, render
 from kubectl_headroom.preflight import Severity, preflight
 from kubectl_headroom.snapshot_fetch import fetch_snapshot
-from kubectl_headroom.state import ClusterState, fetch_state
-from kubectl_headroom.status import event_time, summarize
+from kubectl_headroom.state import ClusterState, fetch_state, optional
+from kubectl_headroom.status import event_time, leader_status, summarize
 from kubectl_headroom.table import render as render_table
 
 
@@ -74,12 +76,17 @@ async def _run(args: argparse.Namespace) -> int:
         if args.command == "explain":
             return await _explain(http, state, settings, args)
         events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
+        lease = await optional(
+            http,
+            f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{LEASE_NAME}",
+        )
         status = summarize(
             config=state.config,
             settings=settings,
             managed_namespaces=state.managed_namespaces(settings),
             events=events,
             node_labels=[node["metadata"].get("labels") or {} for node in state.nodes],
+            leader=leader_status(lease, now=datetime.now(UTC)),
         )
         if args.output == "json":
             print(json.dumps(status.as_dict(), indent=2))
@@ -88,6 +95,8 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"Mode:               {status.mode}")
         print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
         print(f"Ready:              {status.ready}")
+        leader = "no lease (not leader-elected?)" if status.leader is None else status.leader.text()
+        print(f"Leader:             {leader}")
         print(f"Managed namespaces: {namespaces}")
         print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
         print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))

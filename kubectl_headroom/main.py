@@ -41,8 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("--output", "-o", choices=("table", "json"), default="table")
 
-    st = sub.add_parser("status", help="mode, managed scope and recent outcomes")
+    st = sub.add_parser("status", help="mode, managed scope, leader and recent outcomes")
     st.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    st.add_argument(
+        "--lease-namespace",
+        default="kube-headroom-system",
+        metavar="NS",
+        help="where the reconciler's leader-election Lease lives (default kube-headroom-system)",
+    )
 
     sim = sub.add_parser(
         "simulate",

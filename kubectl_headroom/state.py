@@ -61,7 +61,7 @@ async def _items(http: KubeHttp, path: str) -> list[Obj]:
         params = {"limit": "500", "continue": token}
 
 
-async def _optional(http: KubeHttp, path: str) -> Obj | None:
+async def optional(http: KubeHttp, path: str) -> Obj | None:
     try:
         return await http.get(path)
     except ApiError as err:
@@ -81,7 +81,7 @@ async def _optional_items(http: KubeHttp, path: str) -> list[Obj] | None:
 
 async def fetch_state(http: KubeHttp) -> ClusterState:
     version = await http.get("/version")
-    crd = await _optional(
+    crd = await optional(
         http, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CERT_MANAGER_CRD}"
     )
     return ClusterState(
@@ -92,5 +92,5 @@ async def fetch_state(http: KubeHttp) -> ClusterState:
         limit_ranges=await _items(http, "/api/v1/limitranges"),
         vpas=await _optional_items(http, VPA_PATH),
         cert_manager=crd is not None,
-        config=await _optional(http, f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"),
+        config=await optional(http, f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"),
     )

@@ -1,10 +1,11 @@
-"""``kubectl headroom status``: mode, scope and recent outcomes."""
+"""``kubectl headroom status``: mode, scope, leader and recent outcomes."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -32,6 +33,53 @@ class PoolStatus:
 
 
 @dataclass(frozen=True)
+class LeaderStatus:
+    """Who holds the reconciler's Lease, and until when (by its holder's last renewal)."""
+
+    holder: str
+    renewed: str
+    expires: str
+    # Seconds until the lease expires unless renewed; negative once it has expired.
+    expires_in: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "holder": self.holder,
+            "renewTime": self.renewed,
+            "expires": self.expires,
+            "expiresInSeconds": round(self.expires_in, 1),
+        }
+
+    def text(self) -> str:
+        if not self.holder:
+            return "none (the lease is free)"
+        if self.expires_in < 0:
+            return f"none: {self.holder}'s lease expired {-self.expires_in:.0f}s ago"
+        return f"{self.holder} (lease expires in {self.expires_in:.0f}s unless renewed)"
+
+
+def leader_status(lease: Mapping[str, Any] | None, *, now: datetime) -> LeaderStatus | None:
+    """The Lease's holder and expiry; None when there is no Lease (no leader elected)."""
+    if lease is None:
+        return None
+    spec = lease.get("spec") or {}
+    holder = str(spec.get("holderIdentity") or "")
+    renewed = str(spec.get("renewTime") or "")
+    duration = float(spec.get("leaseDurationSeconds") or 0)
+    try:
+        renewed_at = datetime.fromisoformat(renewed.replace("Z", "+00:00"))
+    except ValueError:
+        return LeaderStatus(holder=holder, renewed=renewed, expires="", expires_in=0.0)
+    expires = renewed_at + timedelta(seconds=duration)
+    return LeaderStatus(
+        holder=holder,
+        renewed=renewed,
+        expires=expires.isoformat().replace("+00:00", "Z"),
+        expires_in=(expires - now).total_seconds(),
+    )
+
+
+@dataclass(frozen=True)
 class Status:
     configured: bool
     mode: str
@@ -44,6 +92,7 @@ class Status:
     pools: Sequence[PoolStatus] = ()
     # Nodes in no pool, which run on the top-level settings.
     nodes_without_pool: int = 0
+    leader: LeaderStatus | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +106,7 @@ class Status:
             "recent": [dict(r) for r in self.recent],
             "pools": [pool.as_dict() for pool in self.pools],
             "nodesWithoutPool": self.nodes_without_pool,
+            "leader": None if self.leader is None else self.leader.as_dict(),
         }
 
 
@@ -68,6 +118,7 @@ def summarize(
     events: Sequence[Mapping[str, Any]],
     recent: int = 5,
     node_labels: Sequence[Mapping[str, str]] = (),
+    leader: LeaderStatus | None = None,
 ) -> Status:
     status = (config or {}).get("status") or {}
     ready = next(
@@ -105,6 +156,7 @@ def summarize(
             for pool in settings.node_pools
         ],
         nodes_without_pool=members[None],
+        leader=leader,
     )
 
 

@@ -48,8 +48,10 @@ CONFLICT_RETRY_SECONDS: Final = 1.0
 # this: short, so limits converge within seconds of the control plane recovering.
 TRANSIENT_RETRY_CAP_SECONDS: Final = 5.0
 _SUPERSEDED: Final = "superseded"
-# Workers per lane: enough to keep the write budget busy while some wait for answers.
-WORKERS_PER_LANE: Final = 16
+# Workers per lane: enough to keep the write budget busy while many wait for answers (at
+# 50 writes a second and a slow API server's one-second answers, 50 are in flight).
+RESIZE_WORKERS: Final = 48
+EXPLAIN_WORKERS: Final = 16
 
 
 class Round:
@@ -233,8 +235,8 @@ class Actuator:
     async def run(self) -> None:
         """The workers of both lanes, until cancelled."""
         await asyncio.gather(
-            *(self._resize_worker() for _ in range(WORKERS_PER_LANE)),
-            *(self._explain_worker() for _ in range(WORKERS_PER_LANE)),
+            *(self._resize_worker() for _ in range(RESIZE_WORKERS)),
+            *(self._explain_worker() for _ in range(EXPLAIN_WORKERS)),
         )
 
     async def settle(self) -> None:

@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from app.kube.http import ApiResponse, ApiUnavailable
+from app.labels import LEASE_NAME
 
 log = logging.getLogger(__name__)
 
-LEASE_NAME = "kube-headroom-reconciler"
 _NOT_FOUND = 404
 # client-go's jitter factor for a follower's retries.
 _RETRY_JITTER = 1.2

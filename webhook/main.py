@@ -6,6 +6,7 @@ SIGTERM or SIGINT stops them together: listeners close, in-flight requests finis
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -139,6 +140,11 @@ async def _serve(args: argparse.Namespace) -> int:
         for listener in listeners:
             listener.bind()
         await cluster.start()
+        # Everything loaded so far (the web framework, the client, the cache) lives as
+        # long as the process: keep the collector from rescanning it, which is what a full
+        # collection in the middle of a burst of admissions would otherwise cost.
+        gc.collect()
+        gc.freeze()
         try:
             return await _run_until_stopped(listeners)
         finally:

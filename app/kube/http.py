@@ -48,8 +48,9 @@ _READ_BUFFER: Final = 2**21
 # Identifies the process in the API server's audit log and metrics, as client-go does.
 DEFAULT_USER_AGENT: Final = "kube-headroom"
 # Writes in flight at once. The budget paces them; bounding their concurrency as well keeps
-# a slow API server from costing a new TLS connection per queued write.
-MAX_WRITES_IN_FLIGHT: Final = 16
+# a slow API server from costing a new TLS connection per queued write, while leaving room
+# for a budget's worth of writes waiting a second each for their answers.
+MAX_WRITES_IN_FLIGHT: Final = 64
 # Idle connections are kept this long, so bursts of writes reuse them.
 _KEEPALIVE_SECONDS: Final = 120.0
 

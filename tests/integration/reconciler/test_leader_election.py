@@ -6,13 +6,15 @@ import time
 from collections.abc import Callable
 
 from tests.integration.conftest import Cluster, eventually
+from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
 from tests.integration.rbac import RELEASE_NAMESPACE
 from tests.integration.reconciler.conftest import Pods, Reconciler
 from tests.integration.reconciler.manifests import container, pod
 
 LEASE_SECONDS = 15
-# The follower retries every 2 s; allow that and start-up slack beyond the lease itself.
-HANDOVER_SLACK_SECONDS = 5
+# The follower sees the lease expire up to one retry (2 s, jittered up to 4.4 s) after it
+# did, and takes it at its next retry: two retries beyond the lease itself.
+HANDOVER_SLACK_SECONDS = 9
 LEASE_NAMESPACE = RELEASE_NAMESPACE
 
 
@@ -59,6 +61,20 @@ def test_only_the_leader_writes_and_a_killed_leader_hands_over(
     assert first.resizes("ok") == 2
     assert second.resizes("ok") == 0
     assert _identity(second) is None
+    # The follower is ready, and says whose lease it waits for; so does kubectl headroom.
+    assert second.ready()
+    waiting = [e["msg"] for e in second.log_lines() if "waiting for the lease" in e["msg"]]
+    assert waiting == [
+        f"waiting for the lease held by {_identity(first)}; it expires in {LEASE_SECONDS}s "
+        "unless renewed"
+    ], waiting
+    status = json.loads(
+        kubectl_headroom(
+            control_plane, "status", "--lease-namespace", LEASE_NAMESPACE, "-o", "json"
+        ).stdout
+    )
+    assert status["leader"]["holder"] == _identity(first)
+    assert 0 < status["leader"]["expiresInSeconds"] <= LEASE_SECONDS
 
     killed = time.monotonic()
     first.terminate(signal.SIGKILL)

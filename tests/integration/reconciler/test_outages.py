@@ -29,14 +29,9 @@ from typing import Any
 
 import pytest
 
-from app.config import DEFAULT_SETTINGS, Settings, parse_config
-from app.nodes import node_facts
-from app.pods import booked_cpu_m, pod_info_from_dict
-from app.policy import NodeInput, compute_node
-from app.quantity import parse_cpu_millis
-from app.selection import ineligibility
 from devcluster import ControlPlane, locate_binaries
 from devcluster.controlplane import free_port
+from devcluster.oracle import BackgroundOracle
 from tests.integration.conftest import ARTIFACTS, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
 from tests.integration.reconciler.conftest import Reconciler
@@ -109,73 +104,6 @@ class Wave:
             self.created += 1
 
 
-@dataclass
-class Oracle:
-    """The policy over the live cluster: which managed pods are off target, and whether
-    any limit ever disappeared."""
-
-    api: Api
-    nodes: list[str]
-    namespaces: list[str]
-    had_limit: set[str] = field(default_factory=set)
-    removed: set[str] = field(default_factory=set)
-
-    def off_target(self) -> list[str]:
-        try:
-            settings = self._settings()
-            pods = [
-                item
-                for namespace in self.namespaces
-                for item in self.api.call("GET", f"/api/v1/namespaces/{namespace}/pods")["items"]
-            ]
-            node_objects = {
-                name: self.api.call("GET", f"/api/v1/nodes/{name}") for name in self.nodes
-            }
-        except (urllib.error.URLError, OSError, TimeoutError) as err:
-            return [f"API unavailable: {err}"]
-        infos = [pod_info_from_dict(item) for item in pods]
-        for info in infos:
-            if info.limit_m:
-                self.had_limit.add(info.key)
-            elif info.key in self.had_limit:
-                self.removed.add(info.key)
-        labels = {"kube-headroom.dev/mode": "managed"}
-        off = []
-        for name, node in node_objects.items():
-            on_node = [info for info in infos if info.node_name == name]
-            managed = [
-                info
-                for info in on_node
-                if ineligibility(
-                    settings,
-                    info,
-                    namespace_labels=labels,
-                    node=node_facts(node),
-                    vpas=(),
-                )
-                is None
-            ]
-            result = compute_node(
-                NodeInput(
-                    name=name,
-                    allocatable_m=parse_cpu_millis(node["status"]["allocatable"]["cpu"]),
-                    booked_m=booked_cpu_m(on_node),
-                    pods=managed,
-                ),
-                settings,
-            )
-            off += [r.pod.key for r in result.pods if r.patch or not r.pod.limit_m]
-        return off
-
-    def _settings(self) -> Settings:
-        try:
-            return parse_config(
-                self.api.call("GET", "/apis/kube-headroom.dev/v1alpha1/headroomconfigs/cluster")
-            )
-        except urllib.error.HTTPError:
-            return DEFAULT_SETTINGS
-
-
 @pytest.fixture(scope="module")
 def outage_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     plane = ControlPlane(
@@ -239,6 +167,7 @@ class Scenario:
     nodes: list[str]
     namespaces: list[str]
     reconcilers: list[Reconciler]
+    oracle: BackgroundOracle
 
     def wave(self) -> Wave:
         pods = []
@@ -266,21 +195,26 @@ def scenario(outage_cluster: Cluster, tmp_path: Path) -> Iterator[Scenario]:
         cluster.kubectl("create", "namespace", name)
         cluster.kubectl("label", "namespace", name, "kube-headroom.dev/mode=managed")
     cluster.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
-    cluster.apply(headroom_config(dryRun=False))
+    # This is about recovering, not about the write budget (the benchmark measures that):
+    # a budget well above what the wave needs keeps it out of the timing.
+    cluster.apply(headroom_config(dryRun=False, rateLimits={"clientQPS": 200, "clientBurst": 400}))
     cluster.kubectl("wait", "node", *nodes, "--for=condition=Ready", "--timeout=60s")
     kubeconfig = service_account_kubeconfig(cluster, RECONCILER)
     reconcilers = [_reconciler(tmp_path, kubeconfig, i) for i in range(2)]
     try:
-        for reconciler in reconcilers:
-            eventually(reconciler.ready, timeout=60, what="reconciler readiness")
-        yield Scenario(
-            cluster=cluster,
-            api=Api(cluster.plane),
-            workdir=tmp_path,
-            nodes=nodes,
-            namespaces=namespaces,
-            reconcilers=reconcilers,
-        )
+        with BackgroundOracle(kubeconfig=cluster.kubeconfig) as oracle:
+            for reconciler in reconcilers:
+                eventually(reconciler.ready, timeout=60, what="reconciler readiness")
+            eventually(oracle.synced, timeout=60, what="the oracle's caches")
+            yield Scenario(
+                cluster=cluster,
+                api=Api(cluster.plane),
+                workdir=tmp_path,
+                nodes=nodes,
+                namespaces=namespaces,
+                reconcilers=reconcilers,
+                oracle=oracle,
+            )
     finally:
         for reconciler in reconcilers:
             reconciler.terminate()
@@ -297,19 +231,21 @@ def _converges(
     thread.join(timeout=600)
     assert wave.finished_at is not None
     since = max(healthy_at, wave.finished_at)
-    oracle = Oracle(api=scenario.api, nodes=scenario.nodes, namespaces=scenario.namespaces)
+    ours = tuple(f"{namespace}/" for namespace in scenario.namespaces)
     deadline = since + 120
-    last: list[str] = []
+    off: list[str] = []
     while time.time() < deadline:
-        last = oracle.off_target()
-        print(f"{time.time() - since:6.1f}s after recovery: {len(last)} off target {last[:3]}")
-        if not last:
+        off = [key for key in scenario.oracle.off_target() if key.startswith(ours)]
+        if not off:
             break
-        time.sleep(0.25)
+        time.sleep(0.1)
     converged = time.time() - since
-    print(f"wave ended {wave.finished_at - healthy_at:+.1f}s from healthy")
-    assert not last, f"{len(last)} pods off target 120 s after recovery: {last[:10]}"
-    assert oracle.removed == set()
+    print(
+        f"wave ended {wave.finished_at - healthy_at:+.1f} s from healthy; "
+        f"converged {converged:.1f} s after both"
+    )
+    assert not off, f"{len(off)} pods off target 120 s after recovery: {off[:10]}"
+    assert scenario.oracle.removed() == set()
     return converged
 
 

@@ -84,8 +84,14 @@ def test_the_pod_level_limit_follows_the_node_and_the_containers_are_left_alone(
     _wait_pod_level_limit(pods, "p", "10")
     # The containers keep exactly what they were created with.
     assert pods.cpu_limits("p") == [None, None]
-    assert (pods.status_annotation("p") or {}).get("targetLimit") == "10000m"
-    [event] = pods.events("p", reason="CPULimitAdjusted")
+    # The explanations follow once the node has settled.
+    eventually(
+        lambda: (pods.status_annotation("p") or {}).get("targetLimit") == "10000m",
+        what="the annotation",
+    )
+    [event] = eventually(
+        lambda: pods.events("p", reason="CPULimitAdjusted"), what="the CPULimitAdjusted event"
+    )
     assert event["message"] == "unset -> 10000m (node factor 16.00, slack 15/16 cores)"
     # A neighbour books 13 more cores: the pod-level limit comes down with the slack.
     _neighbour(pods, "big", node=node, cpu="13")

@@ -81,7 +81,6 @@ COVERED: Final[dict[str, str]] = {
         "tests/unit/app/test_metrics_server.py::test_secure_metrics_log_the_provided_certificate_line"
     ),
     # Failure modes and rollback.
-    "kubectl delete hcfg cluster": DEMO,
     """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'""": DEMO,
     "kubectl label ns team-a kube-headroom.dev/mode-": DEMO,
 }

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from app.config import parse_config
 from app.nodes import major_minor
-from kubectl_headroom.status import summarize
+from kubectl_headroom.status import leader_status, summarize
 from kubectl_headroom.versions import supported
 from tests.unit.app import builders as b
 
@@ -96,3 +99,44 @@ def test_status_lists_the_pools_with_their_nodes_mode_and_overrides() -> None:
         {"name": "gpu", "nodes": 0, "mode": "enforcing", "overrides": ["quantum=1"]},
     ]
     assert status.nodes_without_pool == 1
+
+
+NOW = datetime(2030, 1, 1, 12, 0, 10, tzinfo=UTC)
+
+
+def _lease(holder: str | None, renewed: str = "2030-01-01T12:00:05.000000Z") -> dict[str, Any]:
+    spec: dict[str, Any] = {"leaseDurationSeconds": 15, "renewTime": renewed}
+    if holder is not None:
+        spec["holderIdentity"] = holder
+    return {"kind": "Lease", "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("lease", "text", "expires_in"),
+    [
+        pytest.param(
+            _lease("pod-a_1234"),
+            "pod-a_1234 (lease expires in 10s unless renewed)",
+            10.0,
+            id="held",
+        ),
+        pytest.param(
+            _lease("pod-a_1234", renewed="2030-01-01T11:59:40Z"),
+            "none: pod-a_1234's lease expired 15s ago",
+            -15.0,
+            id="expired",
+        ),
+        pytest.param(_lease(None), "none (the lease is free)", 10.0, id="released"),
+    ],
+)
+def test_the_leader_and_when_its_lease_expires(
+    lease: dict[str, Any], text: str, expires_in: float
+) -> None:
+    leader = leader_status(lease, now=NOW)
+    assert leader is not None
+    assert leader.text() == text
+    assert leader.as_dict()["expiresInSeconds"] == expires_in
+
+
+def test_no_lease_means_no_leader_elected() -> None:
+    assert leader_status(None, now=NOW) is None

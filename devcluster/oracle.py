@@ -1,0 +1,203 @@
+"""An independent judge of convergence: a watch-fed cache and the pure policy.
+
+Tests and benchmarks ask it which managed pods still need a resize: the same cache and
+policy the reconciler uses, fed by watches of its own, so it sees the cluster as it is
+within a watch round trip, without polling the API server. It also notices a managed
+pod's limit being removed, which Headroom must never do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+from app.config import Settings
+from app.kube.config import async_api_client
+from app.kube.http import KubeHttp
+from app.labels import CONFIG_PLURAL, GROUP, VERSION
+from app.pods import PodInfo, PodWire, booked_cpu_m
+from app.policy import NodeInput, compute_node
+from app.selection import ineligibility
+from reconciler.cache import ClusterCache, object_feed, pod_feed
+from reconciler.watches import Reflector
+
+T = TypeVar("T")
+
+
+class Oracle:
+    """Which managed pods still need a patch. Only nodes that changed since the last
+    question are recomputed, so asking often costs the measured processes little."""
+
+    def __init__(self) -> None:
+        self.cache = ClusterCache(listener=self)
+        self._dirty: set[str] = set()
+        self._pending: dict[str, list[str]] = {}
+        # Pods whose CPU limit was set and then disappeared.
+        self.removed: set[str] = set()
+        apply = self.cache.apply_pod
+
+        def apply_pod(key: str, obj: PodWire | None) -> None:
+            old = self.cache.pods.get(key)
+            apply(key, obj)
+            new = self.cache.pods.get(key)
+            if old is not None and new is not None and old.limit_m and not new.limit_m:
+                self.removed.add(key)
+
+        self.cache.apply_pod = apply_pod  # type: ignore[method-assign]
+
+    # The cache's Listener.
+
+    def node_dirty(self, node: str, *, prompt: bool) -> None:
+        self._dirty.add(node)
+
+    def node_removed(self, node: str) -> None:
+        self._pending.pop(node, None)
+
+    def settings_changed(self, settings: Settings) -> None:
+        self._dirty.update(self.cache.node_names())
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        self._dirty.update(self.cache.nodes_in_namespace(namespace))
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        """Annotations do not change what still needs a patch."""
+
+    # Questions.
+
+    def off_target(self) -> list[str]:
+        """Managed pods whose limit is outside their target's deadband (or unset)."""
+        for name in self._dirty:
+            self._pending[name] = self._off_target_on(name)
+        self._dirty.clear()
+        return [key for keys in self._pending.values() for key in keys]
+
+    def pending(self) -> int:
+        return len(self.off_target())
+
+    def managed_limits(self, namespace_prefix: str) -> dict[str, int]:
+        return {
+            key: pod.limit_m
+            for key, pod in self.cache.pods.items()
+            if pod.namespace.startswith(namespace_prefix)
+        }
+
+    def _off_target_on(self, name: str) -> list[str]:
+        cache = self.cache
+        node = cache.nodes.get(name)
+        if node is None:
+            return []
+        pods = cache.pods_on(name)
+        managed = [
+            pod
+            for pod in pods
+            if ineligibility(
+                cache.settings,
+                pod,
+                namespace_labels=cache.namespaces.get(pod.namespace),
+                node=node,
+                vpas=cache.vpas(pod.namespace),
+                node_resizes_pod_level=node.pod_level_resize,
+            )
+            is None
+        ]
+        result = compute_node(
+            NodeInput(
+                name=name,
+                allocatable_m=node.allocatable_m,
+                booked_m=booked_cpu_m(pods),
+                pods=managed,
+                limit_ranges={
+                    pod.namespace: cache.limit_range_caps(pod.namespace) for pod in managed
+                },
+            ),
+            cache.settings,
+        )
+        return [r.pod.key for r in result.pods if r.patch]
+
+
+def reflectors(api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
+    """Watches of everything the policy reads."""
+
+    def feed(apply: Any, kind: str) -> Any:
+        return object_feed(apply, lambda: cache.keys(kind))
+
+    return [
+        Reflector(
+            api=api,
+            path=f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}",
+            handler=feed(cache.apply_config, "config"),
+        ),
+        Reflector(
+            api=api, path="/api/v1/namespaces", handler=feed(cache.apply_namespace, "namespaces")
+        ),
+        Reflector(api=api, path="/api/v1/nodes", handler=feed(cache.apply_node, "nodes")),
+        Reflector(
+            api=api,
+            path="/api/v1/limitranges",
+            handler=feed(cache.apply_limit_range, "limitranges"),
+        ),
+        Reflector(
+            api=api, path="/api/v1/pods", handler=pod_feed(cache), field_selector="spec.nodeName!="
+        ),
+    ]
+
+
+class BackgroundOracle:
+    """An `Oracle` whose watches run on an event loop in a thread, for synchronous tests.
+
+    Questions are answered on that loop, so they see a consistent cache.
+    """
+
+    def __init__(self, *, kubeconfig: Path) -> None:
+        self.oracle = Oracle()
+        self._kubeconfig = kubeconfig
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._api: KubeHttp | None = None
+
+    def __enter__(self) -> BackgroundOracle:
+        self._thread.start()
+        self._call(self._start())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._call(self._stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def synced(self) -> bool:
+        return self._call(self._synced())
+
+    def off_target(self) -> list[str]:
+        return self._call(self._ask())
+
+    def removed(self) -> set[str]:
+        return set(self.oracle.removed)
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(timeout=60)
+
+    async def _start(self) -> None:
+        self._api = KubeHttp(await async_api_client(kubeconfig=str(self._kubeconfig)))
+        self._reflectors = reflectors(self._api, self.oracle.cache)
+        self._tasks = [asyncio.create_task(r.run()) for r in self._reflectors]
+
+    async def _synced(self) -> bool:
+        return all(r.synced.is_set() for r in self._reflectors)
+
+    async def _ask(self) -> list[str]:
+        return self.oracle.off_target()
+
+    async def _stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._api is not None:
+            await self._api.close()
