@@ -24,7 +24,8 @@ outside its deadband.
     .venv/bin/python -m bench.reconciler_bench --nodes 1000 --pods 30000 --burst 2000
 
 Needs the control-plane binaries (`make control-plane`). Takes several minutes.
-`--profile FILE` runs the reconciler under cProfile and prints its hottest functions.
+`--profile FILE` runs the reconciler under cProfile and prints its hottest functions;
+`--reconciler-root DIR` runs the reconciler of another checkout, to compare versions.
 """
 
 import argparse
@@ -57,8 +58,8 @@ from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
-from devcluster.oracle import Oracle, reflectors
-from reconciler.main import USER_AGENT
+from devcluster.oracle import Oracle
+from reconciler.main import reflectors
 
 REPO = Path(__file__).resolve().parents[1]
 MANAGED_SHARE = 4
@@ -162,7 +163,9 @@ def _cpu_times() -> tuple[int, int]:
 
 
 class ReconcilerProcess:
-    def __init__(self, *, kubeconfig: Path, log: Path, profile: Path | None = None) -> None:
+    def __init__(
+        self, *, kubeconfig: Path, log: Path, root: Path = REPO, profile: Path | None = None
+    ) -> None:
         self.metrics_port = free_port()
         self.log = log
         self.started = time.time()
@@ -180,7 +183,7 @@ class ReconcilerProcess:
                     f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
                     "--health-probe-bind-address=0",
                 ],
-                cwd=REPO,
+                cwd=root,
                 stdout=handle,
                 stderr=subprocess.STDOUT,
             )
@@ -220,6 +223,11 @@ class Write:
     received: float
 
 
+# Everything else that writes during a run: this benchmark and the control plane.
+BENCH_AGENT = "headroom-bench"
+_NOT_RECONCILER = (BENCH_AGENT, "kwok", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
 class Audit:
     """The reconciler's writes, read from the API server's audit log as it grows."""
 
@@ -236,9 +244,8 @@ class Audit:
         self._offset += end
         for line in data[:end].splitlines():
             event = orjson.loads(line)
-            if event.get("stage") != "ResponseComplete" or not str(
-                event.get("userAgent", "")
-            ).startswith(USER_AGENT):
+            agent = str(event.get("userAgent", ""))
+            if event.get("stage") != "ResponseComplete" or agent.startswith(_NOT_RECONCILER):
                 continue
             ref = event.get("objectRef") or {}
             kind = _kind(event.get("verb", ""), ref)
@@ -318,14 +325,20 @@ def decode_cost(page: bytes) -> float:
 
 
 async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list[tuple[str, str]]:
-    api = KubeHttp(await async_api_client(kubeconfig=str(plane.kubeconfig)), timeout_seconds=60)
+    api = KubeHttp(
+        await async_api_client(kubeconfig=str(plane.kubeconfig)),
+        timeout_seconds=60,
+        user_agent=BENCH_AGENT,
+    )
     rand = random.Random(7)  # noqa: S311 - reproducible workload
     report: list[tuple[str, str]] = []
     settings = Settings(dry_run=False)
     audit = Audit(plane)
 
     print("idle reconciler on an empty cluster ...", flush=True)
-    idle = ReconcilerProcess(kubeconfig=plane.kubeconfig, log=work / "idle.log")
+    idle = ReconcilerProcess(
+        kubeconfig=plane.kubeconfig, log=work / "idle.log", root=args.reconciler_root
+    )
     await until(lambda: idle.synced_after() is not None, limit=60)
     await asyncio.sleep(2)
     idle_rss = rss_bytes(idle.popen.pid)
@@ -389,8 +402,10 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     report.append(("decode+strip one pod from a page of 500", f"{cost:.0f} us"))
 
     oracle = Oracle()
-    watch_api = KubeHttp(await async_api_client(kubeconfig=str(plane.kubeconfig)))
-    tasks = [asyncio.create_task(r.run()) for r in reflectors(watch_api, oracle.cache)]
+    watch_api = KubeHttp(
+        await async_api_client(kubeconfig=str(plane.kubeconfig)), user_agent=BENCH_AGENT
+    )
+    tasks = [asyncio.create_task(r.run()) for r in reflectors(api=watch_api, cache=oracle.cache)]
     await until(lambda: len(oracle.cache.pods) >= args.pods, limit=900)
     await until(lambda: oracle.cache.config.present, limit=60)
     needed = oracle.pending()
@@ -398,7 +413,10 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
 
     meter = LoadMeter()
     process = ReconcilerProcess(
-        kubeconfig=plane.kubeconfig, log=work / "reconciler.log", profile=args.profile
+        kubeconfig=plane.kubeconfig,
+        log=work / "reconciler.log",
+        root=args.reconciler_root,
+        profile=args.profile,
     )
     start_wall = process.started
     await until(lambda: process.synced_after() is not None, limit=300, interval=0.05)
@@ -501,6 +519,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=8000)
     parser.add_argument("--burst", type=int, default=500)
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument(
+        "--reconciler-root",
+        type=Path,
+        default=REPO,
+        help="run the reconciler from this checkout (to compare another version)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="headroom-bench-") as tmp:
         work = Path(tmp)

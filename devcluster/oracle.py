@@ -1,7 +1,7 @@
 """An independent judge of convergence: a watch-fed cache and the pure policy.
 
-Tests and benchmarks ask it which managed pods still need a resize: the same cache and
-policy the reconciler uses, fed by watches of its own, so it sees the cluster as it is
+Tests and benchmarks ask it which managed pods still need a resize: the same cache,
+watches and policy the reconciler uses, in a process of its own, so it sees the cluster as it is
 within a watch round trip, without polling the API server. It also notices a managed
 pod's limit being removed, which Headroom must never do.
 """
@@ -18,12 +18,11 @@ from typing import Any, TypeVar
 from app.config import Settings
 from app.kube.config import async_api_client
 from app.kube.http import KubeHttp
-from app.labels import CONFIG_PLURAL, GROUP, VERSION
 from app.pods import PodInfo, PodWire, booked_cpu_m
 from app.policy import NodeInput, compute_node
 from app.selection import ineligibility
-from reconciler.cache import ClusterCache, object_feed, pod_feed
-from reconciler.watches import Reflector
+from reconciler.cache import ClusterCache
+from reconciler.main import reflectors
 
 T = TypeVar("T")
 
@@ -119,33 +118,6 @@ class Oracle:
         return [r.pod.key for r in result.pods if r.patch]
 
 
-def reflectors(api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
-    """Watches of everything the policy reads."""
-
-    def feed(apply: Any, kind: str) -> Any:
-        return object_feed(apply, lambda: cache.keys(kind))
-
-    return [
-        Reflector(
-            api=api,
-            path=f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}",
-            handler=feed(cache.apply_config, "config"),
-        ),
-        Reflector(
-            api=api, path="/api/v1/namespaces", handler=feed(cache.apply_namespace, "namespaces")
-        ),
-        Reflector(api=api, path="/api/v1/nodes", handler=feed(cache.apply_node, "nodes")),
-        Reflector(
-            api=api,
-            path="/api/v1/limitranges",
-            handler=feed(cache.apply_limit_range, "limitranges"),
-        ),
-        Reflector(
-            api=api, path="/api/v1/pods", handler=pod_feed(cache), field_selector="spec.nodeName!="
-        ),
-    ]
-
-
 class BackgroundOracle:
     """An `Oracle` whose watches run on an event loop in a thread, for synchronous tests.
 
@@ -186,7 +158,7 @@ class BackgroundOracle:
 
     async def _start(self) -> None:
         self._api = KubeHttp(await async_api_client(kubeconfig=str(self._kubeconfig)))
-        self._reflectors = reflectors(self._api, self.oracle.cache)
+        self._reflectors = reflectors(api=self._api, cache=self.oracle.cache)
         self._tasks = [asyncio.create_task(r.run()) for r in self._reflectors]
 
     async def _synced(self) -> bool:

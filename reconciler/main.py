@@ -150,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _reflectors(*, api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
+def reflectors(*, api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
+    """The watches that feed the cluster cache: everything a decision reads."""
+
     def feed(apply: Callable[[str, Any], None], kind: str) -> Any:
         return object_feed(apply, lambda: cache.keys(kind))
 
@@ -184,8 +186,8 @@ def _reflectors(*, api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
     ]
 
 
-def _not_synced(reflectors: Sequence[Reflector]) -> str | None:
-    missing = [r.path for r in reflectors if not r.synced.is_set()]
+def _not_synced(watches: Sequence[Reflector]) -> str | None:
+    missing = [r.path for r in watches if not r.synced.is_set()]
     return f"caches not synced: {', '.join(missing)}" if missing else None
 
 
@@ -229,7 +231,7 @@ async def run(args: argparse.Namespace) -> int:
         budget=budget,
         may_write=may_write,
     )
-    reflectors = _reflectors(api=http, cache=controller.cache)
+    watches = reflectors(api=http, cache=controller.cache)
 
     servers: list[Listener] = []
     if args.metrics_bind_address != DISABLED:
@@ -244,7 +246,7 @@ async def run(args: argparse.Namespace) -> int:
         )
     if args.health_probe_bind_address != DISABLED:
         host, port = parse_bind_address(args.health_probe_bind_address)
-        probes = ProbeApp(ready=lambda: _not_synced(reflectors))
+        probes = ProbeApp(ready=lambda: _not_synced(watches))
         servers.append(
             Listener(name="health probe", app=probes, host=host, port=port, certificates=None)
         )
@@ -263,12 +265,12 @@ async def run(args: argparse.Namespace) -> int:
 
     for server in servers:
         spawn(server.serve())
-    for reflector in reflectors:
+    for reflector in watches:
         spawn(reflector.run())
     log.info("starting", extra={"identity": identity, "leaderElect": elector is not None})
     stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
     synced: asyncio.Future[Any] = asyncio.ensure_future(
-        asyncio.gather(*(r.synced.wait() for r in reflectors))
+        asyncio.gather(*(r.synced.wait() for r in watches))
     )
     exit_code = 0
     try:
