@@ -48,10 +48,10 @@ CONFLICT_RETRY_SECONDS: Final = 1.0
 # this: short, so limits converge within seconds of the control plane recovering.
 TRANSIENT_RETRY_CAP_SECONDS: Final = 5.0
 _SUPERSEDED: Final = "superseded"
-# Workers per lane: enough to keep the write budget busy while many wait for answers (at
-# 50 writes a second and a slow API server's one-second answers, 50 are in flight).
-RESIZE_WORKERS: Final = 48
-EXPLAIN_WORKERS: Final = 16
+# Workers per lane: enough to keep the default write budget busy while many wait for a slow
+# API server's answers, not so many that they crowd out the lease renewals.
+RESIZE_WORKERS: Final = 32
+EXPLAIN_WORKERS: Final = 8
 
 
 class Round:

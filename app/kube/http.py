@@ -50,7 +50,7 @@ DEFAULT_USER_AGENT: Final = "kube-headroom"
 # Writes in flight at once. The budget paces them; bounding their concurrency as well keeps
 # a slow API server from costing a new TLS connection per queued write, while leaving room
 # for a budget's worth of writes waiting a second each for their answers.
-MAX_WRITES_IN_FLIGHT: Final = 64
+MAX_WRITES_IN_FLIGHT: Final = 32
 # Idle connections are kept this long, so bursts of writes reuse them.
 _KEEPALIVE_SECONDS: Final = 120.0
 
