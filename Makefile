@@ -105,9 +105,12 @@ undeploy: ## Uninstall the operator chart
 helm-template: ## Render the operator chart locally
 	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE)
 
+# The image's base: any Debian-based image whose python3 is 3.11 (the Dockerfile's default
+# when empty). make e2e builds one locally with debootstrap.
+PYTHON_IMAGE ?=
 .PHONY: docker-build
-docker-build: ## Build the image (needs a container engine): make docker-build IMG=…
-	docker build -t $(IMG) .
+docker-build: ## Build the image with docker, podman or buildah: make docker-build IMG=… [PYTHON_IMAGE=…]
+	BUILD_ARGS="$(if $(PYTHON_IMAGE),PYTHON_IMAGE=$(PYTHON_IMAGE))" bash hack/image-build.sh $(IMG)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
