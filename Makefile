@@ -42,8 +42,9 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, unit and integration tiers (real control plane)
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e tier
 	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory e2e
 
 .PHONY: test-unit
 test-unit: $(STAMP) ## Unit tier only (no control plane)
@@ -111,6 +112,11 @@ PYTHON_IMAGE ?=
 .PHONY: docker-build
 docker-build: ## Build the image with docker, podman or buildah: make docker-build IMG=… [PYTHON_IMAGE=…]
 	BUILD_ARGS="$(if $(PYTHON_IMAGE),PYTHON_IMAGE=$(PYTHON_IMAGE))" bash hack/image-build.sh $(IMG)
+
+E2E_ARGS ?=
+.PHONY: e2e
+e2e: $(STAMP) control-plane ## The install path for real: image, containers, cert-manager, Prometheus, OCI (root)
+	E2E_ARGS="$(E2E_ARGS)" bash hack/e2e.sh
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
