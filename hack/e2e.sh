@@ -58,7 +58,21 @@ build() {  # the summary line; the whole log only when the build fails
   fi
   tail -1 "$build_log"
 }
-build make --no-print-directory docker-build IMG=localhost/kube-headroom:e2e PYTHON_IMAGE="$base"
+# vfs makes even a fully cached build copy every layer, so an image built from the same
+# context (the files .dockerignore admits) on the same base is reused outright.
+image=localhost/kube-headroom:e2e
+stamp=$cache/containers/build/kube-headroom-e2e.context
+context_key=$( {
+  podman image inspect --format '{{.Id}}' "$base"
+  find Dockerfile .dockerignore pyproject.toml README.md app certs webhook reconciler -type f \
+    ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
+} | sha256sum | cut -d' ' -f1)
+if podman image exists "$image" && [ "$(cat "$stamp" 2>/dev/null)" = "$context_key" ]; then
+  say "reused $image: same context and base as its last build"
+else
+  build make --no-print-directory docker-build IMG="$image" PYTHON_IMAGE="$base"
+  echo "$context_key" >"$stamp"
+fi
 
 # The Prometheus server and the operator's config reloader, on the same base.
 cp "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus" \
