@@ -175,7 +175,8 @@ class PodVolumes:
 
     def cleanup(self) -> None:
         for mount in self._tmpfs:
-            subprocess.run(["umount", str(mount)], check=False, capture_output=True)
+            # Lazily: a container still being torn down may hold it a moment longer.
+            subprocess.run(["umount", "--lazy", str(mount)], check=False, capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _empty_dir(self, volume: Json, directory: Path) -> None:
