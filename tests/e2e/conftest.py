@@ -66,6 +66,8 @@ CHART_IMAGE = f"{VALUES['image']['repository']}:{CHART['appVersion']}"
 PUBLISHED_REGISTRY = "ghcr.io"
 # Where the chart's image goes in a registry: its repository without the registry host.
 IMAGE_PATH = VALUES["image"]["repository"].split("/", 1)[1]
+# The runbook's chart repository, below the registry host: oci://ghcr.io/<this>/<chart>.
+CHART_REPOSITORY_PATH = "karlkfi/charts"
 # What hack/e2e.sh builds into the build store.
 BUILT_IMAGE = "localhost/kube-headroom:e2e"
 PROMETHEUS_IMAGE = "localhost/e2e/prometheus"
@@ -256,10 +258,6 @@ def _push_charts(stack: Stack) -> None:
             env=stack.environ(), check=False, capture_output=True, text=True,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
-
-
-# The runbook's chart repository, below the registry host: oci://ghcr.io/<this>/<chart>.
-CHART_REPOSITORY_PATH = "karlkfi/charts"
 
 
 @pytest.fixture(scope="session")
