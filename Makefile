@@ -46,8 +46,9 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, unit and integration tiers (real control plane)
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e tier
 	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory e2e
 
 .PHONY: test-unit
 test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)
@@ -126,9 +127,17 @@ undeploy: ## Uninstall the operator chart
 helm-template: ## Render the operator chart locally, with IMG as make deploy sets it
 	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE) $(IMAGE_VALUES)
 
+# The image's base: any Debian-based image whose python3 is 3.11 (the Dockerfile's default
+# when empty). make e2e builds one locally with debootstrap.
+PYTHON_IMAGE ?=
 .PHONY: docker-build
-docker-build: ## Build the image (needs a container engine): make docker-build IMG=…
-	docker build -t $(IMG) .
+docker-build: ## Build the image with docker, podman or buildah: make docker-build IMG=… [PYTHON_IMAGE=…]
+	BUILD_ARGS="$(if $(PYTHON_IMAGE),PYTHON_IMAGE=$(PYTHON_IMAGE))" bash hack/image-build.sh $(IMG)
+
+E2E_ARGS ?=
+.PHONY: e2e
+e2e: $(STAMP) control-plane ## The install path for real: image, containers, cert-manager, Prometheus, OCI (root)
+	E2E_ARGS="$(E2E_ARGS)" bash hack/e2e.sh
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)

@@ -26,7 +26,8 @@ class BinaryNotFoundError(RuntimeError):
     """A control-plane binary is missing and could not be built."""
 
 
-def _versions() -> dict[str, str]:
+def pinned_versions() -> dict[str, str]:
+    """hack/versions.env as a mapping."""
     values: dict[str, str] = {}
     for line in (REPO / "hack" / "versions.env").read_text().splitlines():
         line = line.strip()
@@ -37,7 +38,7 @@ def _versions() -> dict[str, str]:
 
 
 def kubernetes_version() -> str:
-    return os.environ.get("K8S_VERSION") or _versions()["DEFAULT_K8S_VERSION"]
+    return os.environ.get("K8S_VERSION") or pinned_versions()["DEFAULT_K8S_VERSION"]
 
 
 def default_bin_dir() -> Path:

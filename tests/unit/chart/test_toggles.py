@@ -193,6 +193,8 @@ def test_service_monitors_verify_tls_when_cert_manager_tls(t: Toggles) -> None:
         assert endpoint["scheme"] == "https"
         assert endpoint["path"] == "/metrics"
         assert endpoint["authorization"]["credentials"]["key"] == "token"
+        # The series' own namespace and pod labels name managed pods; they must survive.
+        assert endpoint["honorLabels"] is True
         tls = endpoint["tlsConfig"]
         if t.cert_manager_tls:
             assert "insecureSkipVerify" not in tls

@@ -19,6 +19,8 @@ DEMO: Final = "demo"
 _INSTALL_TESTS = "tests/integration/chart/test_install.py"
 _INSTALL = f"{_INSTALL_TESTS}::test_make_install_sample_config_and_uninstall_keeps_both"
 _DEPLOY = f"{_INSTALL_TESTS}::test_make_deploy_installs_every_object_and_undeploy_removes_them"
+_E2E = "tests/e2e/test_install_path.py"
+_OCI = f"{_E2E}::test_runbook_installs_both_charts_and_the_image_from_the_oci_registry"
 CI: Final = "ci"
 CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
 _CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
@@ -35,16 +37,14 @@ COVERED: Final[dict[str, str]] = {
     "kubectl headroom preflight -n team-a": DEMO,
     "kubectl get resourcequota -A -o json | jq -r '.items[] | "
     'select(.spec.hard["limits.cpu"]) | "\\(.metadata.namespace)/\\(.metadata.name)"\'': DEMO,
-    # Install. The published OCI charts are built from chart/; the tests run the same
-    # helm commands against chart/ in the checkout.
+    # Install. The end-to-end tier packages and pushes both charts to a local OCI registry
+    # and runs these as shown, with that registry's host in place of the published one.
     "helm upgrade --install kube-headroom-crds oci://ghcr.io/karlkfi/charts/kube-headroom-crds": (
-        "tests/integration/test_crd.py::test_uninstalling_the_chart_keeps_the_crd_and_the_config"
+        _OCI
     ),
     "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
-    "--namespace kube-headroom-system --create-namespace": _DEPLOY,
-    "helm template kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom": (
-        f"{_CHART_TESTS}::test_objects_are_unique_and_namespaced_into_the_release_namespace"
-    ),
+    "--namespace kube-headroom-system --create-namespace": _OCI,
+    "helm template kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom": _OCI,
     "make install": _INSTALL,
     "make deploy IMG=<registry>/kube-headroom:<tag>": _DEPLOY,
     "kubectl apply -k config/samples": _INSTALL,
@@ -74,7 +74,7 @@ COVERED: Final[dict[str, str]] = {
     "helm upgrade --install kube-headroom oci://ghcr.io/karlkfi/charts/kube-headroom "
     "--namespace kube-headroom-system --set metrics.certManagerTLS=true "
     "--set prometheus.enable=true": (
-        f"{_CHART_TESTS}::test_service_monitors_verify_tls_when_cert_manager_tls"
+        f"{_E2E}::test_upgrade_serves_metrics_with_the_cert_manager_certificate"
     ),
     "kubectl logs -n kube-headroom-system deploy/kube-headroom-reconciler | grep "
     "'Initializing metrics certificate watcher using provided certificates'": (

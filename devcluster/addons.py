@@ -1,0 +1,289 @@
+"""The third-party parts of the end-to-end install path, run as host processes beside the
+control plane: cert-manager's controller and cainjector, the Prometheus Operator, and a
+local OCI registry (distribution, Debian's ``docker-registry``) serving TLS.
+
+Their binaries come from the caches ``hack/build-e2e.sh`` fills beside the control
+plane's (``addon_paths``); nothing here downloads anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from certs.generate import generate_ca, generate_serving
+from devcluster.binaries import REPO, pinned_versions
+from devcluster.containers import cache_root
+from devcluster.controlplane import ControlPlaneError, die_with_parent, free_port
+
+BUILD_SCRIPT = REPO / "hack" / "build-e2e.sh"
+
+
+class AddonNotBuiltError(RuntimeError):
+    """A cached third-party binary is missing: hack/build-e2e.sh builds it."""
+
+
+@dataclass(frozen=True)
+class AddonPaths:
+    cert_manager_bin: Path
+    prometheus_operator_bin: Path
+    prometheus_operator_crds: Path
+    prometheus: Path
+    docker_registry: Path
+    base_rootfs: Path
+
+    def missing(self) -> list[str]:
+        wanted = [
+            self.cert_manager_bin / "cert-manager-controller",
+            self.cert_manager_bin / "cert-manager-cainjector",
+            self.prometheus_operator_bin / "prometheus-operator",
+            self.prometheus_operator_bin / "prometheus-config-reloader",
+            self.prometheus_operator_crds / ".complete",
+            self.prometheus,
+            self.docker_registry,
+            self.base_rootfs,
+        ]
+        return [str(path) for path in wanted if not path.exists()]
+
+
+def addon_paths() -> AddonPaths:
+    """Where hack/build-e2e.sh caches each part; raises naming what is missing."""
+    v, cache = pinned_versions(), cache_root()
+    debian = cache / f"debian-{v['DEBIAN_SUITE']}"
+    operator = cache / f"prometheus-operator-{v['PROMETHEUS_OPERATOR_VERSION']}"
+    paths = AddonPaths(
+        cert_manager_bin=cache / f"cert-manager-{v['CERT_MANAGER_VERSION']}" / "bin",
+        prometheus_operator_bin=operator / "bin",
+        prometheus_operator_crds=operator / "crds",
+        prometheus=cache / f"prometheus-{v['PROMETHEUS_VERSION']}" / "bin" / "prometheus",
+        docker_registry=debian
+        / f"docker-registry-{v['DOCKER_REGISTRY_DEB_VERSION']}"
+        / "usr/bin/docker-registry",
+        base_rootfs=debian / "base-rootfs.tar",
+    )
+    missing = paths.missing()
+    if missing:
+        raise AddonNotBuiltError(f"missing {', '.join(missing)}: run bash {BUILD_SCRIPT}")
+    return paths
+
+
+@dataclass
+class HostProcess:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+    def check(self) -> None:
+        if not self.running():
+            raise ControlPlaneError(
+                f"{self.name} exited with {self.popen.returncode}; log {self.log}:\n{self.tail()}"
+            )
+
+
+def spawn(
+    name: str, args: Sequence[str], *, log_dir: Path, env: Mapping[str, str] | None = None
+) -> HostProcess:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as handle:
+        popen = subprocess.Popen(
+            list(args),
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+            env={**os.environ, **(env or {})},
+        )
+    return HostProcess(name, popen, log)
+
+
+def wait_until(process: HostProcess, ready: object, what: str, *, timeout: float = 60) -> None:
+    """Poll ``ready()`` until true while ``process`` lives."""
+    assert callable(ready)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        process.check()
+        with contextlib.suppress(OSError, urllib.error.URLError, ValueError):
+            if ready():
+                return
+        time.sleep(0.2)
+    raise ControlPlaneError(f"{process.name}: no {what} after {timeout}s; log:\n{process.tail()}")
+
+
+def start_cert_manager(
+    paths: AddonPaths, *, kubeconfig: Path, log_dir: Path
+) -> tuple[HostProcess, HostProcess]:
+    """cert-manager's controller (certificates, CA and self-signed issuers) and cainjector."""
+    controller = spawn(
+        "cert-manager-controller",
+        [
+            str(paths.cert_manager_bin / "cert-manager-controller"),
+            f"--kubeconfig={kubeconfig}",
+            "--cluster-resource-namespace=cert-manager",
+        ],
+        log_dir=log_dir,
+    )
+    cainjector = spawn(
+        "cert-manager-cainjector",
+        [str(paths.cert_manager_bin / "cert-manager-cainjector"), f"--kubeconfig={kubeconfig}"],
+        log_dir=log_dir,
+    )
+    time.sleep(1)
+    try:
+        controller.check()
+        cainjector.check()
+    except ControlPlaneError:
+        controller.stop()
+        cainjector.stop()
+        raise
+    return controller, cainjector
+
+
+def start_prometheus_operator(
+    paths: AddonPaths, *, kubeconfig: Path, log_dir: Path, reloader_image: str
+) -> HostProcess:
+    port = free_port()
+    operator = spawn(
+        "prometheus-operator",
+        [
+            str(paths.prometheus_operator_bin / "prometheus-operator"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--prometheus-config-reloader={reloader_image}",
+            "--log-level=info",
+        ],
+        log_dir=log_dir,
+        # The operator reads its cluster from KUBECONFIG (it has no flag for it).
+        env={"KUBECONFIG": str(kubeconfig)},
+    )
+    wait_until(operator, lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
+    return operator
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    with urllib.request.urlopen(url, timeout=2, context=context) as response:
+        return bool(200 <= response.status < 300)
+
+
+@dataclass
+class Registry:
+    """distribution's registry on 127.0.0.1 over TLS, with a CA of its own in ``cert_dir``
+    (``ca.crt``: what podman's ``--cert-dir`` and helm's ``SSL_CERT_FILE`` trust)."""
+
+    binary: Path
+    work_dir: Path
+    process: HostProcess | None = None
+    port: int = 0
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def cert_dir(self) -> Path:
+        return self.work_dir / "certs"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.cert_dir / "ca.crt"
+
+    def start(self) -> None:
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.UTC)
+        ca = generate_ca(
+            common_name="headroom-e2e-registry-ca", valid_for=datetime.timedelta(days=2), now=now
+        )
+        serving = generate_serving(
+            ca=ca,
+            dns_names=("localhost",),
+            ip_addresses=("127.0.0.1",),
+            valid_for=datetime.timedelta(days=2),
+            now=now,
+        )
+        self.ca_file.write_bytes(ca.cert_pem)
+        server = self.work_dir / "server"
+        server.mkdir(exist_ok=True)
+        (server / "tls.crt").write_bytes(serving.cert_pem)
+        (server / "tls.key").write_bytes(serving.key_pem)
+        (server / "tls.key").chmod(0o600)
+        self.port = free_port()
+        config = {
+            "version": 0.1,
+            "log": {"level": "warn"},
+            "storage": {
+                "filesystem": {"rootdirectory": str(self.work_dir / "data")},
+                "delete": {"enabled": True},
+            },
+            "http": {
+                "addr": self.host,
+                "tls": {
+                    "certificate": str(server / "tls.crt"),
+                    "key": str(server / "tls.key"),
+                },
+            },
+        }
+        # JSON is YAML: the registry reads this as its configuration file.
+        (self.work_dir / "config.yml").write_text(json.dumps(config))
+        self.process = spawn(
+            "docker-registry",
+            [str(self.binary), "serve", str(self.work_dir / "config.yml")],
+            log_dir=self.work_dir,
+        )
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        wait_until(self.process, lambda: _http_ok(f"https://{self.host}/v2/", context), "/v2/")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+    def tags(self, repository: str) -> list[str]:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        url = f"https://{self.host}/v2/{repository}/tags/list"
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            tags: list[str] = json.loads(response.read()).get("tags") or []
+            return tags
+
+    def digest(self, repository: str, tag: str) -> str:
+        """The manifest digest the registry holds for ``repository:tag``."""
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        request = urllib.request.Request(
+            f"https://{self.host}/v2/{repository}/manifests/{tag}",
+            method="HEAD",
+            headers={
+                "Accept": ", ".join(
+                    (
+                        "application/vnd.oci.image.manifest.v1+json",
+                        "application/vnd.docker.distribution.manifest.v2+json",
+                    )
+                )
+            },
+        )
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            return str(response.headers["Docker-Content-Digest"])

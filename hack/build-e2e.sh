@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Builds (once) what the end-to-end install path runs besides the control plane, into
+# version-keyed caches beside the control plane's:
+#   cert-manager-<v>/bin         cert-manager-controller, cert-manager-cainjector
+#                                (cert-manager's Go module; wiring in hack/go)
+#   prometheus-operator-<v>/bin  prometheus-operator, prometheus-config-reloader
+#   prometheus-operator-<v>/crds the monitoring.coreos.com CRDs of that release
+#   prometheus-<v>/bin           the Prometheus server (its Go module)
+#   debian-<suite>/              docker-registry, unpacked from its Debian package;
+#                                base-rootfs.tar, a minimal root filesystem with python3
+#                                (debootstrap)
+# Re-running is cheap: whatever is present is kept. Packages come only from the Go
+# module proxy and from the Debian archive the machine's apt is configured with.
+#
+#   HEADROOM_CACHE  cache root (default: ~/.cache/headroom)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
+mkdir -p "$cache"
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+
+log() { printf '[e2e-build] %s\n' "$*" >&2; }
+timed() {  # what command...
+  local what=$1 start=$SECONDS
+  shift
+  "$@"
+  log "$what: $((SECONDS - start))s"
+}
+
+# Two builds into the same cache would clash.
+exec 9>"$cache/.e2e-build.lock"
+flock 9
+
+# A wrapper module around a main package kept in hack/go that calls into cert-manager's
+# module; rebuilt when that source or the pinned version changes.
+build_cert_manager() {  # name
+  local name=$1 module=github.com/cert-manager/cert-manager version=$CERT_MANAGER_VERSION
+  local dir="$cache/cert-manager-$CERT_MANAGER_VERSION" src="$here/go/$1/main.go"
+  local stamp key
+  key=$(sha256sum "$src" | cut -d' ' -f1)
+  stamp="$dir/bin/.$name.source"
+  if [ -x "$dir/bin/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+    return 0
+  fi
+  log "building $name from $module@$version"
+  mkdir -p "$dir/src/$name" "$dir/bin"
+  cp "$src" "$dir/src/$name/main.go"
+  printf 'module headroom.local/%s\n\ngo 1.26\n\nrequire %s %s\n' "$name" "$module" "$version" \
+    >"$dir/src/$name/go.mod"
+  (cd "$dir/src/$name" && go mod tidy >/dev/null &&
+    go build -trimpath -ldflags "-s -w" -o "$dir/bin/$name.tmp" .)
+  mv "$dir/bin/$name.tmp" "$dir/bin/$name"
+  echo "$key" >"$stamp"
+}
+
+build_prometheus_operator() {
+  local dir="$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+  local module=github.com/prometheus-operator/prometheus-operator
+  # binary=command package
+  local want=(prometheus-operator=operator prometheus-config-reloader=prometheus-config-reloader)
+  local missing=() pair
+  for pair in "${want[@]}"; do [ -x "$dir/bin/${pair%=*}" ] || missing+=("$pair"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "building ${missing[*]%%=*} from $module@$PROMETHEUS_OPERATOR_VERSION"
+    mkdir -p "$dir/src" "$dir/bin"
+    # The release's go.mod replaces its API and client modules with its own tree, so
+    # `go install …@version` refuses it; pin their published copies instead.
+    cat >"$dir/src/go.mod" <<GOMOD
+module headroom.local/prometheus-operator
+
+go 1.26
+
+require (
+	$module $PROMETHEUS_OPERATOR_VERSION
+	$module/pkg/apis/monitoring $PROMETHEUS_OPERATOR_VERSION
+	$module/pkg/client $PROMETHEUS_OPERATOR_VERSION
+)
+GOMOD
+    cat >"$dir/src/tools.go" <<GO
+//go:build tools
+
+package tools
+
+import (
+	_ "$module/cmd/operator"
+	_ "$module/cmd/prometheus-config-reloader"
+)
+GO
+    (cd "$dir/src" && go mod tidy >/dev/null)
+    # The operator names its default config-reloader image after its own version.
+    local stamp="-X github.com/prometheus/common/version.Version=${PROMETHEUS_OPERATOR_VERSION#v}"
+    for pair in "${missing[@]}"; do
+      (cd "$dir/src" && go build -trimpath -ldflags "-s -w $stamp" -o "$dir/bin/${pair%=*}.tmp" \
+        "$module/cmd/${pair#*=}")
+      mv "$dir/bin/${pair%=*}.tmp" "$dir/bin/${pair%=*}"
+    done
+  fi
+  if [ ! -f "$dir/crds/.complete" ]; then
+    local moddir
+    moddir=$(cd "$dir/src" && go mod download -json "$module@$PROMETHEUS_OPERATOR_VERSION" |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    mkdir -p "$dir/crds"
+    cp "$moddir"/example/prometheus-operator-crd/monitoring.coreos.com_*.yaml "$dir/crds/"
+    chmod u+w "$dir/crds"/*.yaml
+    touch "$dir/crds/.complete"
+  fi
+}
+
+# The Prometheus server from its Go module: Debian's build leaves Kubernetes service
+# discovery out, and the operator's generated configuration depends on it.
+build_prometheus() {
+  local dir="$cache/prometheus-$PROMETHEUS_VERSION" module=github.com/prometheus/prometheus
+  [ -x "$dir/bin/prometheus" ] && return 0
+  log "building prometheus $PROMETHEUS_VERSION from $module@$PROMETHEUS_MODULE_VERSION"
+  mkdir -p "$dir/src" "$dir/bin"
+  local moddir
+  moddir=$(cd "$dir/src" && go mod download -json "$module@$PROMETHEUS_MODULE_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  # The release's own go.mod and go.sum, renamed and requiring the release: the build
+  # resolves every dependency to the version the release pins (its replace directive is
+  # why `go install …@version` refuses it).
+  sed 's#^module .*#module headroom.local/prometheus#' "$moddir/go.mod" >"$dir/src/go.mod"
+  cp "$moddir/go.sum" "$dir/src/go.sum"
+  chmod u+w "$dir/src/go.mod" "$dir/src/go.sum"
+  (cd "$dir/src" && go mod edit -require="$module@$PROMETHEUS_MODULE_VERSION")
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s/cmd/prometheus"\n' "$module" \
+    >"$dir/src/tools.go"
+  local stamp="-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
+  (cd "$dir/src" && go build -trimpath -ldflags "-s -w $stamp" -o "$dir/bin/prometheus.tmp" \
+    "$module/cmd/prometheus")
+  mv "$dir/bin/prometheus.tmp" "$dir/bin/prometheus"
+}
+
+# The first apt source of the suite's main component: its URI and keyring.
+apt_source() {
+  python3 - "$DEBIAN_SUITE" <<'PY'
+import glob
+import sys
+
+suite = sys.argv[1]
+
+
+def stanzas(text):
+    for block in text.split("\n\n"):
+        fields, key = {}, None
+        for line in block.splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line[0].isspace() and key:
+                fields[key] += " " + line.strip()
+                continue
+            key, _, value = line.partition(":")
+            key = key.strip()
+            fields[key] = value.strip()
+        yield fields
+
+
+def candidates():
+    for path in sorted(glob.glob("/etc/apt/sources.list.d/*.sources")):
+        for f in stanzas(open(path).read()):
+            if f.get("Enabled", "yes").lower() == "no":
+                continue
+            yield (f.get("Types", "").split(), f.get("URIs", "").split(),
+                   f.get("Suites", "").split(), f.get("Components", "").split(),
+                   f.get("Signed-By", ""))
+    for path in ["/etc/apt/sources.list", *sorted(glob.glob("/etc/apt/sources.list.d/*.list"))]:
+        try:
+            lines = open(path).read().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            words = line.split("#", 1)[0].split()
+            if len(words) < 4 or words[0] != "deb":
+                continue
+            keyring = ""
+            if words[1].startswith("["):
+                options = []
+                while words and not words[0].endswith("]"):
+                    options.append(words.pop(0))
+                options.append(words.pop(0))
+                words.insert(0, "deb")
+                opts = " ".join(options).strip("[]").split()
+                keyring = next((o.split("=", 1)[1] for o in opts if o.startswith("signed-by=")), "")
+            yield ["deb"], [words[1]], [words[2]], words[3:], keyring
+
+
+for types, uris, suites, components, keyring in candidates():
+    if "deb" in types and suite in suites and "main" in components and uris:
+        print(uris[0], keyring)
+        sys.exit(0)
+sys.exit(f"no apt source for {suite} main in /etc/apt/sources.list(.d); configure one")
+PY
+}
+
+deb_unpack() {  # package version destination
+  local package=$1 version=$2 dest=$3 tmp
+  [ -f "$dest/.complete" ] && return 0
+  log "unpacking Debian package $package=$version"
+  tmp=$(mktemp -d)
+  # apt fetches as its own unprivileged user when it can write the directory.
+  chown _apt "$tmp" 2>/dev/null || true
+  # apt-get download needs the package lists (apt-get update) but installs nothing:
+  # no service is started, no user is created.
+  if ! (cd "$tmp" && apt-get download -qq "$package=$version" >/dev/null); then
+    rm -rf "$tmp"
+    log "apt-get download $package=$version failed: run apt-get update, or update the pin in hack/versions.env"
+    return 1
+  fi
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  dpkg-deb -x "$tmp"/*.deb "$dest"
+  rm -rf "$tmp"
+  touch "$dest/.complete"
+}
+
+base_rootfs() {
+  local dir="$cache/debian-$DEBIAN_SUITE" rootfs mirror keyring
+  [ -f "$dir/base-rootfs.tar" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    log "debootstrap needs root to build the base root filesystem"
+    return 1
+  fi
+  read -r mirror keyring < <(apt_source)
+  log "debootstrap $DEBIAN_SUITE (minbase + python3) from the machine's apt source"
+  rootfs=$(mktemp -d "$dir.rootfs.XXXXXX")
+  # The root directory's own mode goes into the image: mktemp's 0700 would lock every
+  # non-root user out of the whole filesystem.
+  chmod 0755 "$rootfs"
+  debootstrap --variant=minbase --include=python3 ${keyring:+--keyring="$keyring"} \
+    "$DEBIAN_SUITE" "$rootfs" "$mirror" >"$dir.debootstrap.log" 2>&1 || {
+    log "debootstrap failed; log $dir.debootstrap.log"
+    rm -rf "$rootfs"
+    return 1
+  }
+  local python
+  python=$(chroot "$rootfs" python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [ "$python" != 3.11 ]; then
+    log "$DEBIAN_SUITE's python3 is $python; the image needs 3.11"
+    rm -rf "$rootfs"
+    return 1
+  fi
+  # Slim like the distribution's own container images: no docs, manuals, locales, caches.
+  cat >"$rootfs/etc/dpkg/dpkg.cfg.d/slim" <<'CFG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/info/*
+CFG
+  find "$rootfs/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/usr/share/info/* \
+    "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
+  mkdir -p "$dir"
+  tar -C "$rootfs" --numeric-owner -cf "$dir/base-rootfs.tar.tmp" .
+  rm -rf "$rootfs"
+  mv "$dir/base-rootfs.tar.tmp" "$dir/base-rootfs.tar"
+}
+
+timed "cert-manager-controller" build_cert_manager cert-manager-controller
+timed "cert-manager-cainjector" build_cert_manager cert-manager-cainjector
+timed "prometheus-operator" build_prometheus_operator
+timed "prometheus" build_prometheus
+timed "docker-registry (Debian)" deb_unpack docker-registry "$DOCKER_REGISTRY_DEB_VERSION" \
+  "$cache/debian-$DEBIAN_SUITE/docker-registry-$DOCKER_REGISTRY_DEB_VERSION"
+timed "base root filesystem" base_rootfs
+echo "$cache"

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# make e2e: the operator's install path end to end, every part real (docs/development.md).
+#
+#  1. builds what is missing, cached beside the control plane's binaries
+#     (hack/build-e2e.sh: cert-manager, prometheus-operator and Prometheus from their Go
+#     modules, Debian's docker-registry, a debootstrapped base root filesystem);
+#  2. in the build store (python -m devcluster.containers env): imports the base image,
+#     builds Headroom's image with `make docker-build` on it, and the two Prometheus images;
+#  3. runs tests/e2e in a network and mount namespace of its own, so the pod network,
+#     network namespaces and tmpfs mounts it makes never touch the machine's.
+#
+#   E2E_ARGS  extra pytest arguments
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=versions.env
+source hack/versions.env
+cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
+python=.venv/bin/python
+
+say() { printf 'e2e: %s\n' "$*"; }
+
+if [ "$(id -u)" != 0 ]; then
+  say "needs root: network namespaces, cgroups and containers"
+  exit 1
+fi
+missing=()
+for tool in podman runc debootstrap unshare ip mount dpkg-deb; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "missing ${missing[*]}: install the Debian packages .ci/run installs" \
+    "(podman buildah runc debootstrap, versions in hack/versions.env)"
+  exit 1
+fi
+
+start=$SECONDS
+bash hack/build-e2e.sh >/dev/null
+say "cached parts ready in $((SECONDS - start))s"
+
+eval "$($python -m devcluster.containers env)"
+base=localhost/headroom-base:$DEBIAN_SUITE
+rootfs=$cache/debian-$DEBIAN_SUITE/base-rootfs.tar
+if ! podman image exists "$base" ||
+  [ "$(podman image inspect --format '{{index .Labels "rootfs-mtime"}}' "$base")" != "$(stat -c %Y "$rootfs")" ]; then
+  step=$SECONDS
+  podman import --quiet --change "LABEL rootfs-mtime=$(stat -c %Y "$rootfs")" \
+    --change 'CMD ["python3"]' "$rootfs" "$base" >/dev/null
+  say "imported $base from $rootfs in $((SECONDS - step))s"
+fi
+
+build_log=$(mktemp)
+context=$(mktemp -d)
+trap 'rm -rf "$context" "$build_log"' EXIT
+build() {  # the summary line; the whole log only when the build fails
+  if ! "$@" >"$build_log" 2>&1; then
+    tail -40 "$build_log"
+    return 1
+  fi
+  tail -1 "$build_log"
+}
+# vfs makes even a fully cached build copy every layer, so an image built from the same
+# context (the files .dockerignore admits) on the same base is reused outright.
+image=localhost/kube-headroom:e2e
+stamp=$cache/containers/build/kube-headroom-e2e.context
+context_key=$( {
+  podman image inspect --format '{{.Id}}' "$base"
+  find Dockerfile .dockerignore pyproject.toml README.md app certs webhook reconciler -type f \
+    ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
+} | sha256sum | cut -d' ' -f1)
+if podman image exists "$image" && [ "$(cat "$stamp" 2>/dev/null)" = "$context_key" ]; then
+  say "reused $image: same context and base as its last build"
+else
+  build make --no-print-directory docker-build IMG="$image" PYTHON_IMAGE="$base"
+  echo "$context_key" >"$stamp"
+fi
+
+# The Prometheus server and the operator's config reloader, on the same base.
+cp "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus" \
+  "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-config-reloader" "$context/"
+export BUILD_ARGS="BASE_IMAGE=$base"
+build bash hack/image-build.sh "localhost/e2e/prometheus:$PROMETHEUS_VERSION" \
+  "$context" tests/e2e/images/prometheus.Containerfile
+build bash hack/image-build.sh "localhost/e2e/prometheus-config-reloader:$PROMETHEUS_OPERATOR_VERSION" \
+  "$context" tests/e2e/images/prometheus-config-reloader.Containerfile
+unset BUILD_ARGS
+rm -rf "$context" "$build_log"
+trap - EXIT
+# Rebuilds leave the previous layers behind, and vfs stores each one whole; the recent
+# ones are the build cache (the builder stage's are untagged), so only old ones go.
+podman image prune --force --filter until=72h >/dev/null
+$python -m devcluster.containers release
+
+say "running tests/e2e in a network and mount namespace of its own"
+# /run/netns gets a tmpfs of its own, so the pods' network namespaces vanish with the run.
+HEADROOM_E2E=1 exec unshare --net --mount --propagation private -- bash -c '
+  mkdir -p /run/netns && mount -t tmpfs -o mode=0755 headroom-e2e /run/netns && exec "$@"' \
+  e2e .venv/bin/pytest tests/e2e -v -p no:cacheprovider ${E2E_ARGS:-}

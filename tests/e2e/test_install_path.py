@@ -1,0 +1,477 @@
+"""The runbook's install path on real parts, in the order an operator walks it.
+
+The image built here, pushed to a local OCI registry with both charts; the runbook's
+``helm`` commands against that registry; the chart's pods as real containers under the
+exact pod spec the chart renders; cert-manager issuing and injecting, and renewing under
+load; the upgrade to metrics TLS and Prometheus; enforcement; Prometheus scraping both
+processes through the chart's ServiceMonitors and loading its PrometheusRule.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from devcluster.containers import NOFILE
+from devcluster.kubeapi import KubeAPIError
+from devcluster.podnet import API_SERVICE_IP
+from devcluster.podrunner import RunningPod
+from tests.e2e import builders
+from tests.e2e.conftest import (
+    BUILT_IMAGE,
+    CHART,
+    CHART_IMAGE,
+    CHART_REPOSITORY_PATH,
+    IMAGE_PATH,
+    RELEASE,
+    RELEASE_NAMESPACE,
+    WORKLOAD_NODE,
+    WORKLOAD_TAINT,
+    PrometheusServer,
+    Release,
+    Stack,
+    eventually,
+)
+from tests.unit.docs.markdown import RUNBOOK, section
+
+WEBHOOK_SERVICE = f"{RELEASE}-webhook.{RELEASE_NAMESPACE}.svc"
+WEBHOOK_SECRET = "webhook-server-cert"
+METRICS_SECRET = "metrics-server-cert"
+QUOTA_HOOK = 'admission webhook "resourcequotas.validate.kube-headroom.dev" denied the request'
+SERIES = re.compile(r"\bheadroom_[a-z0-9_]*[a-z0-9]\b")
+
+
+def secret_data(stack: Stack, name: str) -> dict[str, bytes]:
+    found = stack.api.get(f"/api/v1/namespaces/{RELEASE_NAMESPACE}/secrets/{name}")
+    assert found is not None, f"Secret {name} missing"
+    return {key: base64.b64decode(value) for key, value in found["data"].items()}
+
+
+def served_certificate(pod: RunningPod, *, port: int, server_name: str, ca: bytes) -> bytes:
+    """The leaf the container serves, verified against ``ca`` for ``server_name``."""
+    context = ssl.create_default_context(cadata=ca.decode())
+    with (
+        socket.create_connection((pod.ip, port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=server_name) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def leaf_der(pem: bytes) -> bytes:
+    return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+
+
+# -- the image ----------------------------------------------------------------------
+
+
+def test_image_is_non_root_without_pip_or_compilers(stack: Stack) -> None:
+    image = stack.build.inspect("image", BUILT_IMAGE)
+    assert image is not None, f"{BUILT_IMAGE} was not built (make e2e builds it)"
+    stack.say(f"    {BUILT_IMAGE}: {image['Size'] / 1e6:.0f} MB, user {image['Config']['User']}")
+    assert image["Config"]["User"] == "65532:65532"
+    assert "headroom-reconciler" in json.dumps(image["Config"].get("Cmd"))
+    probe = stack.build.podman(
+        "run", "--rm", "--network=none", f"--cgroup-parent={stack.node.cgroup_parent}",
+        "--entrypoint=/bin/sh", BUILT_IMAGE, "-c",
+        "id -u; python3 -c 'import importlib.util as u; print(u.find_spec(\"pip\"))';"
+        " for tool in pip pip3 gcc cc g++ make apt-get; do command -v $tool; done; true",
+    ).stdout.split()  # fmt: skip
+    assert probe[:2] == ["65532", "None"], probe
+    # apt-get stays (the base's package manager, unusable without root); no compiler, no pip.
+    assert [path for path in probe[2:] if not path.endswith("/apt-get")] == []
+
+
+# -- the runbook's install, from OCI ------------------------------------------------
+
+
+def test_runbook_installs_both_charts_and_the_image_from_the_oci_registry(
+    stack: Stack, installed: Release
+) -> None:
+    registry = stack.registry
+    for chart in ("kube-headroom-crds", "kube-headroom"):
+        assert CHART["version"] in registry.tags(f"{CHART_REPOSITORY_PATH}/{chart}")
+    assert CHART["appVersion"] in registry.tags(IMAGE_PATH)
+    releases = json.loads(stack.sh("helm list --all-namespaces -o json", show=False).stdout)
+    charts = {release["name"]: release["chart"] for release in releases}
+    assert charts == {
+        "kube-headroom-crds": f"kube-headroom-crds-{CHART['version']}",
+        RELEASE: f"{RELEASE}-{CHART['version']}",
+    }
+    # The node pulled the chart's image by its published name through the registry
+    # mirror: its digest is the one the registry holds.
+    pulled = stack.node.inspect("image", CHART_IMAGE)
+    assert pulled is not None, f"the node never pulled {CHART_IMAGE}"
+    assert pulled["Digest"] == registry.digest(IMAGE_PATH, CHART["appVersion"])
+    rendered = stack.sh(stack.runbook("helm template kube-headroom oci://"), show=False)
+    assert rendered.returncode == 0, rendered.stderr
+    # The chart in the registry is the checkout's, rendering the same objects.
+    local = stack.sh("helm template kube-headroom chart/kube-headroom", show=False)
+    assert rendered.stdout == local.stdout
+    assert f"image: {CHART_IMAGE}" in rendered.stdout
+
+
+def test_cert_manager_issues_the_certificates_and_injects_the_ca(
+    stack: Stack, installed: Release
+) -> None:
+    for kind in ("issuers", "certificates"):
+        listed = stack.get(f"{kind}.cert-manager.io", "-n", RELEASE_NAMESPACE)["items"]
+        assert listed, f"no {kind}"
+        for item in listed:
+            ready = [c for c in item["status"].get("conditions", []) if c["type"] == "Ready"]
+            assert [c["status"] for c in ready] == ["True"], (kind, item["metadata"]["name"])
+            stack.say(f"    {kind[:-1]} {item['metadata']['name']}: Ready")
+    webhook = secret_data(stack, WEBHOOK_SECRET)
+    assert {"tls.crt", "tls.key", "ca.crt"} <= set(webhook)
+    certificate = x509.load_pem_x509_certificate(webhook["tls.crt"])
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert WEBHOOK_SERVICE in names.get_values_for_type(x509.DNSName)
+    for kind in ("mutating", "validating"):
+        configuration = stack.get(f"{kind}webhookconfiguration", f"{RELEASE}-{kind}")
+        for hook in configuration["webhooks"]:
+            injected = base64.b64decode(hook["clientConfig"].get("caBundle", ""))
+            assert injected == webhook["ca.crt"], f"{hook['name']}: caBundle not injected"
+    stack.say("    caBundle of every webhook = ca.crt of webhook-server-cert")
+
+
+def test_the_chart_pods_run_as_containers_under_the_rendered_pod_spec(
+    stack: Stack, installed: Release
+) -> None:
+    for running in (installed.webhook, installed.reconciler):
+        pod = stack.get("pod", running.name, "-n", RELEASE_NAMESPACE)
+        (spec,) = pod["spec"]["containers"]
+        (container,) = running.containers.values()
+        inspected = stack.node.inspect("container", container.runtime_name)
+        assert inspected is not None
+        config, host = inspected["Config"], inspected["HostConfig"]
+        assert config["Image"] == CHART_IMAGE == spec["image"]
+        assert inspected["Path"] == spec["command"][0]
+        assert [inspected["Path"], *inspected["Args"]] == spec["command"] + spec["args"]
+        assert config["User"] == "65532:65532"
+        assert host["ReadonlyRootfs"] is True
+        assert "no-new-privileges" in host["SecurityOpt"]
+        assert host["CgroupParent"] == stack.node.cgroup_parent
+        assert {u["Name"]: u["Hard"] for u in host["Ulimits"]}["RLIMIT_NOFILE"] == NOFILE
+        assert host["Memory"] == 512 * 2**20
+        environment = dict(v.split("=", 1) for v in config["Env"])
+        assert environment["POD_NAME"] == running.name
+        assert environment["POD_NAMESPACE"] == RELEASE_NAMESPACE
+        assert environment["KUBERNETES_SERVICE_HOST"] == API_SERVICE_IP
+        mounts = {m["Destination"]: m for m in inspected["Mounts"]}
+        for mount in spec["volumeMounts"]:
+            assert mount["mountPath"] in mounts, mount
+            assert mounts[mount["mountPath"]]["RW"] is not mount.get("readOnly", False)
+        # Inside: the chart's uid, the pod IP on eth0, a token the API server accepts.
+        inside = stack.node.podman(
+            "exec", container.runtime_name, "python3", "-c",
+            "import os, socket, fcntl, struct\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', b'eth0'))\n"
+            "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
+            "print(os.getuid(), socket.inet_ntoa(packed[20:24]), *caps)\n"
+            "print(open('/var/run/secrets/kubernetes.io/serviceaccount/token').read())",
+        ).stdout.split()  # fmt: skip
+        # Every capability set is empty (CapInh, CapPrm, CapEff, CapBnd, CapAmb): drop ALL.
+        assert inside[:7] == ["65532", running.ip, *["0000000000000000"] * 5]
+        review = stack.api.post(
+            "/apis/authentication.k8s.io/v1/tokenreviews",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+             "spec": {"token": inside[7]}},
+        )  # fmt: skip
+        account = pod["spec"]["serviceAccountName"]
+        assert review["status"]["authenticated"] is True
+        assert review["status"]["user"]["username"] == (
+            f"system:serviceaccount:{RELEASE_NAMESPACE}:{account}"
+        )
+        assert review["status"]["user"]["extra"]["authentication.kubernetes.io/pod-uid"] == [
+            running.uid
+        ]
+        stack.say(f"    {running.name}: uid 65532, {running.ip} on eth0, token bound to the pod")
+
+
+MANAGED_PROBE_NAMESPACE = "e2e-admission"
+
+
+@pytest.fixture(scope="module")
+def managed_namespace(stack: Stack, installed: Release) -> str:
+    stack.apply(
+        builders.namespace(MANAGED_PROBE_NAMESPACE, labels={"kube-headroom.dev/mode": "managed"})
+    )
+    return MANAGED_PROBE_NAMESPACE
+
+
+def quota_admission(stack: Stack, namespace: str, name: str) -> str:
+    """A dry-run create of a limits.cpu quota: the webhook's answer, or what went wrong."""
+    try:
+        stack.api.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/resourcequotas",
+            body=builders.limits_cpu_quota(name),
+            params={"dryRun": "All"},
+        )
+    except KubeAPIError as err:
+        return err.reason
+    # failurePolicy Ignore: an unreachable or untrusted webhook lets the quota through.
+    return "admitted without the webhook"
+
+
+def test_the_api_server_calls_the_webhook_container_over_tls_with_the_injected_ca(
+    stack: Stack, installed: Release, managed_namespace: str
+) -> None:
+    webhook = secret_data(stack, WEBHOOK_SECRET)
+    served = served_certificate(
+        installed.webhook, port=9443, server_name=WEBHOOK_SERVICE, ca=webhook["ca.crt"]
+    )
+    assert served == leaf_der(webhook["tls.crt"])
+    answer = quota_admission(stack, managed_namespace, "probe")
+    stack.say(f"    limits.cpu quota: {answer[answer.find('admission') :][:100]}…")
+    assert QUOTA_HOOK in answer, answer
+    assert "requests.cpu" in answer, answer
+
+
+@pytest.fixture
+def admissions(stack: Stack, managed_namespace: str) -> Iterator[list[str]]:
+    """Admission calls through the webhook, back to back, until the test ends."""
+    answers: list[str] = []
+    stop = threading.Event()
+
+    def call() -> None:
+        while not stop.is_set():
+            answers.append(quota_admission(stack, managed_namespace, f"probe-{len(answers)}"))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    yield answers
+    stop.set()
+    thread.join(timeout=30)
+
+
+def test_renewal_reaches_the_running_webhook_without_a_restart(
+    stack: Stack, installed: Release, admissions: list[str]
+) -> None:
+    (container,) = installed.webhook.containers.values()
+    before = stack.node.inspect("container", container.runtime_name)
+    assert before is not None
+    old = secret_data(stack, WEBHOOK_SECRET)
+    old_serial = x509.load_pem_x509_certificate(old["tls.crt"]).serial_number
+    certificate = f"{RELEASE}-webhook-cert"
+    path = f"/apis/cert-manager.io/v1/namespaces/{RELEASE_NAMESPACE}/certificates/{certificate}"
+    # What `cmctl renew` does: set the Issuing condition; cert-manager reissues.
+    current = stack.api.get(path)
+    assert current is not None
+    conditions = [c for c in current["status"]["conditions"] if c["type"] != "Issuing"]
+    conditions.append(
+        {
+            "type": "Issuing",
+            "status": "True",
+            "reason": "ManuallyTriggered",
+            "message": "Certificate re-issuance manually triggered",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+    )
+    current["status"]["conditions"] = conditions
+    with stack.narrator.step("renew: mark the webhook Certificate for reissue (cmctl renew)"):
+        stack.api.put(f"{path}/status", current)
+        new = eventually(
+            lambda: (
+                (data := secret_data(stack, WEBHOOK_SECRET))["tls.crt"] != old["tls.crt"] and data
+            ),
+            timeout=60,
+            what="cert-manager to write a new certificate",
+        )
+    new_leaf = leaf_der(new["tls.crt"])
+    with stack.narrator.step("the container serves the new certificate (files swapped in place)"):
+        eventually(
+            lambda: (
+                served_certificate(
+                    installed.webhook, port=9443, server_name=WEBHOOK_SERVICE, ca=new["ca.crt"]
+                )
+                == new_leaf
+            ),
+            timeout=60,
+            what="the webhook to serve the renewed certificate",
+        )
+    time.sleep(2)
+    after = stack.node.inspect("container", container.runtime_name)
+    assert after is not None
+    new_serial = x509.load_pem_x509_certificate(new["tls.crt"]).serial_number
+    stack.say(
+        f"    serial {old_serial:x} -> {new_serial:x}; {len(admissions)} admissions meanwhile"
+    )
+    assert new_serial != old_serial
+    assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
+    assert after["State"]["Pid"] == before["State"]["Pid"]
+    assert container.restarts == 0
+    assert len(admissions) >= 10
+    failed = [answer for answer in admissions if QUOTA_HOOK not in answer]
+    assert failed == []
+
+
+# -- upgrade, enforce ---------------------------------------------------------------
+
+
+def test_upgrade_serves_metrics_with_the_cert_manager_certificate(
+    stack: Stack, upgraded: Release
+) -> None:
+    metrics = secret_data(stack, METRICS_SECRET)
+    for running, service in (
+        (upgraded.reconciler, f"{RELEASE}-reconciler-metrics"),
+        (upgraded.webhook, f"{RELEASE}-webhook-metrics"),
+    ):
+        served = served_certificate(
+            running, port=8443, server_name=f"{service}.{RELEASE_NAMESPACE}.svc",
+            ca=metrics["ca.crt"],
+        )  # fmt: skip
+        assert served == leaf_der(metrics["tls.crt"])
+    (container,) = upgraded.reconciler.containers.values()
+    log = stack.runner.logs(container)
+    assert "Initializing metrics certificate watcher using provided certificates" in log
+
+
+def cpu_limit(pod: dict[str, Any]) -> str | None:
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    value = limits.get("cpu")
+    return None if value is None else str(value)
+
+
+def test_enforce_converges_a_pod_while_the_webhook_container_seeds_new_ones(
+    stack: Stack, enforcing: str
+) -> None:
+    namespace = enforcing
+    stack.apply(
+        builders.deployment(
+            "web", namespace, cpu="500m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
+        )
+    )
+
+    def web() -> dict[str, Any] | None:
+        pods = stack.get("pods", "-n", namespace, "-l", "app=web")["items"]
+        return pods[0] if pods else None
+
+    with stack.narrator.step(f"web (500m) alone on {WORKLOAD_NODE} climbs to its cap"):
+        pod = eventually(
+            lambda: (p := web()) and cpu_limit(p) == "5" and p,
+            timeout=90,
+            what="the reconciler container to raise web's limit to 10x its request",
+        )
+    events = stack.get("events", "-n", namespace)["items"]
+    adjusted = [
+        e["message"]
+        for e in events
+        if e["reason"] == "CPULimitAdjusted"
+        and e["involvedObject"]["name"] == pod["metadata"]["name"]
+    ]
+    assert any(message.split(" (")[0].endswith("-> 5000m") for message in adjusted), adjusted
+    created = json.loads(
+        stack.kubectl(
+            "create", "-n", namespace, "-o", "json", "-f", "-",
+            input=json.dumps(builders.pod("seeded", namespace, cpu="250m")),
+        )
+    )  # fmt: skip
+    stack.say(f"    a new 250m pod is admitted with limits.cpu {cpu_limit(created)}")
+    assert cpu_limit(created) == "500m"
+
+
+# -- Prometheus -----------------------------------------------------------------------
+
+
+def test_prometheus_scrapes_both_processes_over_verified_tls(
+    stack: Stack, prometheus: PrometheusServer
+) -> None:
+    targets = eventually(
+        lambda: (
+            (
+                found := [
+                    r
+                    for r in prometheus.query('up{namespace="kube-headroom-system"}')
+                    if r["value"][1] == "1"
+                ]
+            )
+            and len(found) == 2
+            and found
+        ),
+        timeout=120,
+        what="up == 1 for both metrics endpoints",
+    )
+    services = sorted(r["metric"]["service"] for r in targets)
+    stack.say(f"    up == 1: {', '.join(services)}")
+    assert services == [f"{RELEASE}-reconciler-metrics", f"{RELEASE}-webhook-metrics"]
+    config = prometheus.api("/api/v1/status/config")["yaml"]
+    jobs = [j for j in _scrape_jobs(config) if "kube-headroom" in j["job_name"]]
+    assert len(jobs) == 2
+    for job in jobs:
+        tls = job["tls_config"]
+        assert tls.get("insecure_skip_verify") is not True
+        assert tls["server_name"].endswith(f"-metrics.{RELEASE_NAMESPACE}.svc")
+        assert tls["ca_file"]
+        assert tls["cert_file"]
+        assert job["scheme"] == "https"
+        assert job["authorization"]["type"] == "Bearer"
+
+
+def _scrape_jobs(config: str) -> list[dict[str, Any]]:
+    jobs: list[dict[str, Any]] = yaml.safe_load(config)["scrape_configs"]
+    return jobs
+
+
+def test_the_runbook_series_are_queryable(
+    stack: Stack, prometheus: PrometheusServer, enforcing: str
+) -> None:
+    names = sorted(set(SERIES.findall(section(RUNBOOK.read_text(), "Metrics and alerts"))))
+    assert len(names) >= 9
+
+    def missing() -> list[str]:
+        return [name for name in names if not prometheus.query(f'{{__name__=~"{name}(_count)?"}}')]
+
+    eventually(lambda: not missing(), timeout=90, what=f"every runbook series ({missing()})")
+    limit = prometheus.query(f'headroom_pod_limit_cores{{namespace="{enforcing}"}}')
+    stack.say(f"    {len(names)} runbook series present; web's limit {limit[0]['value'][1]} cores")
+    assert any(float(r["value"][1]) == 5.0 for r in limit)
+
+
+def test_the_chart_prometheus_rule_loads_without_errors(
+    stack: Stack, prometheus: PrometheusServer
+) -> None:
+    groups = eventually(
+        lambda: [g for g in prometheus.api("/api/v1/rules")["groups"] if g["name"] == "headroom"],
+        timeout=120,
+        what="the chart's rule group in Prometheus",
+    )
+    (group,) = groups
+    rules = {rule["name"]: rule for rule in group["rules"]}
+    assert set(rules) == {
+        "HeadroomResizesDeferred",
+        "HeadroomResizeQuotaDenied",
+        "HeadroomReconcileSlow",
+    }
+
+    def healthy() -> bool:
+        groups = prometheus.api("/api/v1/rules")["groups"]
+        return all(r.get("health") == "ok" and not r.get("lastError") for g in groups
+                   for r in g["rules"])  # fmt: skip
+
+    eventually(healthy, timeout=60, what="every rule evaluated, healthy")
+    # Prometheus's own telemetry (its /metrics; nothing scrapes Prometheus itself here).
+    samples = prometheus.telemetry()
+    ours = [s for s in samples if s.labels.get("rule_group", "").endswith(";headroom")]
+    assert [s.value for s in ours if s.name == "prometheus_rule_group_rules"] == [3.0]
+    failures = [s.value for s in ours if s.name == "prometheus_rule_evaluation_failures_total"]
+    assert failures == [0.0]
+    assert [s.value for s in samples if s.name == "prometheus_config_last_reload_successful"] == [
+        1.0
+    ]
+    stack.say(f"    rule group headroom: {len(rules)} rules, health ok, 0 evaluation failures")
