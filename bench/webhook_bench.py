@@ -8,11 +8,15 @@ one thread, a Lua script for the POST body) when it is installed, else from an a
 httpx client, which is much slower than the server and so bounds the numbers; the output
 says which one ran.
 
-    .venv/bin/python -m bench.webhook_bench [--duration 10] [--concurrency 1 32]
+    .venv/bin/python -m bench.webhook_bench [--duration 10] [--concurrency 1 32] [--replicas 2]
+
+With ``--replicas N`` it runs N webhook processes, each on its own port with its own load
+generator and c/N of the connections, as N pods behind the webhook Service would be.
 """
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import os
 import re
@@ -137,7 +141,13 @@ async def _collection(request: web.Request) -> web.StreamResponse:
         )
     response = web.StreamResponse()
     await response.prepare(request)
-    await asyncio.Event().wait()
+    # Bookmarks, as a real API server sends them, keep the idle watch from being presumed dead.
+    bookmark = orjson.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "1"}}})
+    # The webhook closes its watches when it stops.
+    with contextlib.suppress(ConnectionResetError):
+        while True:
+            await asyncio.sleep(20)
+            await response.write(bookmark + b"\n")
     return response
 
 
@@ -343,7 +353,7 @@ async def check_patch(server: Server, body: bytes) -> None:
 
 
 async def measure(
-    server: Server,
+    servers: Sequence[Server],
     *,
     wrk: str | None,
     body: bytes,
@@ -351,22 +361,33 @@ async def measure(
     concurrency: int,
     duration: int,
 ) -> tuple[Result, float]:
-    """One closed-loop run; the result and the server's CPU seconds per request."""
-    url = f"https://127.0.0.1:{server.port}/mutate/pods"
-    cpu_before = server.cpu_seconds()
-    if wrk:
-        result = await run_wrk(
-            wrk, url=url, body_file=body_file, concurrency=concurrency, duration=duration
+    """One closed-loop run over every replica at once, the connections split between them.
+
+    The rate is the sum; the latencies are the worst replica's. Also returns the servers'
+    CPU seconds per request.
+    """
+    share = max(1, concurrency // len(servers))
+
+    async def one(server: Server) -> Result:
+        url = f"https://127.0.0.1:{server.port}/mutate/pods"
+        if wrk:
+            return await run_wrk(
+                wrk, url=url, body_file=body_file, concurrency=share, duration=duration
+            )
+        return await run_httpx(
+            url=url, body=body, ca_file=server.ca_file, concurrency=share, duration=duration
         )
-    else:
-        result = await run_httpx(
-            url=url, body=body, ca_file=server.ca_file, concurrency=concurrency, duration=duration
-        )
-    return result, (server.cpu_seconds() - cpu_before) / (result.requests_per_second * duration)
+
+    cpu_before = sum(server.cpu_seconds() for server in servers)
+    results = await asyncio.gather(*(one(server) for server in servers))
+    cpu = sum(server.cpu_seconds() for server in servers) - cpu_before
+    rate = sum(r.requests_per_second for r in results)
+    result = Result(rate, max(r.p50_ms for r in results), max(r.p99_ms for r in results))
+    return result, cpu / (rate * duration)
 
 
 async def bench(
-    *, duration: int, concurrencies: Sequence[int], force_httpx: bool, runs: int
+    *, duration: int, concurrencies: Sequence[int], force_httpx: bool, runs: int, replicas: int
 ) -> None:
     body = admission_body()
     wrk = None if force_httpx else shutil.which("wrk")
@@ -375,21 +396,30 @@ async def bench(
         workdir = Path(tmp)
         body_file = workdir / "review.json"
         body_file.write_bytes(body)
-        server = await start_webhook(workdir, api_port)
-        minimal = await start_minimal(workdir / "certs")
+        fleets: dict[str, list[Server]] = {"headroom": [], "ceiling": []}
         try:
-            await check_patch(server, body)
+            for index in range(replicas):
+                replica = workdir / f"replica-{index}"
+                replica.mkdir()
+                server = await start_webhook(replica, api_port)
+                fleets["headroom"].append(server)
+                fleets["ceiling"].append(await start_minimal(replica / "certs"))
+                await check_patch(server, body)
             generator = "wrk (1 thread, closed loop)" if wrk else "asyncio httpx client"
             print(f"/mutate/pods over TLS, keep-alive, {len(body)} B review, load: {generator}")
+            print(
+                f"{replicas} server process(es), each its own port and load generator; "
+                f"{os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.2f}"
+            )
             print(f"medians of {runs} runs of {duration}s; ceiling = the minimal handler")
             columns = ("concurrency", "admissions/s", "p50 ms", "p99 ms", "CPU us/req")
             print(f"{'server':>10} " + " ".join(f"{column:>12}" for column in columns))
             for concurrency in concurrencies:
                 cpu: dict[str, float] = {}
-                for name, target in (("headroom", server), ("ceiling", minimal)):
+                for name, servers in fleets.items():
                     samples = [
                         await measure(
-                            target,
+                            servers,
                             wrk=wrk,
                             body=body,
                             body_file=body_file,
@@ -411,9 +441,9 @@ async def bench(
                     f"{cpu['headroom'] / cpu['ceiling']:.2f}x"
                 )
         finally:
-            for process in (server.process, minimal.process):
-                process.terminate()
-                await process.wait()
+            for server in [*fleets["headroom"], *fleets["ceiling"]]:
+                server.process.terminate()
+                await server.process.wait()
             await runner.cleanup()
 
 
@@ -423,15 +453,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--httpx", action="store_true", help="use the httpx client even with wrk")
     parser.add_argument("--runs", type=int, default=3, help="runs per setting (median)")
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="server processes, as webhook.replicas pods would be (default 1)",
+    )
     args = parser.parse_args(argv)
-    if args.duration < 1 or min(args.concurrency) < 1:
-        parser.error("--duration and --concurrency must be at least 1")
+    if args.duration < 1 or min(args.concurrency) < 1 or args.replicas < 1:
+        parser.error("--duration, --concurrency and --replicas must be at least 1")
     asyncio.run(
         bench(
             duration=args.duration,
             concurrencies=args.concurrency,
             force_httpx=args.httpx,
             runs=args.runs,
+            replicas=args.replicas,
         )
     )
     return 0

@@ -504,8 +504,8 @@ class Demo:
             "5000m -> 1380m (node factor 1.28, slack 3.5/16 cores)" in described.stdout,
         )
         self.sh(f"kubectl headroom explain -n {ns} {name}")
-        explained = self.sh(f"kubectl headroom explain -n {ns} {name} -o json", show=False)
-        numbers = json.loads(explained.stdout).get("annotation") if explained.stdout else None
+        explanation = self.sh(f"kubectl headroom explain -n {ns} {name} -o json", show=False)
+        numbers = json.loads(explanation.stdout).get("annotation") if explanation.stdout else None
         now = status_of(self.web_pod(cluster) or {"metadata": {}})
         matches = bool(numbers) and all(now.get(k) == v for k, v in (numbers or {}).items())
         self.check(

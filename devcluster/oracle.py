@@ -173,3 +173,6 @@ class BackgroundOracle:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._api is not None:
             await self._api.close()
+        # A closed transport releases its socket on a later turn of the loop: give it those
+        # turns before the loop stops, or the sockets are left to the garbage collector.
+        await asyncio.sleep(0.1)

@@ -20,6 +20,11 @@
 {{- printf "%s-reconciler" (include "kube-headroom.fullname" .) }}
 {{- end }}
 
+{{/* Webhook pods: webhook.replicas, else the shared replicas value. */}}
+{{- define "kube-headroom.webhookReplicas" -}}
+{{- if kindIs "invalid" .Values.webhook.replicas }}{{ .Values.replicas }}{{ else }}{{ .Values.webhook.replicas }}{{ end }}
+{{- end }}
+
 {{- define "kube-headroom.webhookName" -}}
 {{- printf "%s-webhook" (include "kube-headroom.fullname" .) }}
 {{- end }}

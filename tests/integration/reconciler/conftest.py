@@ -229,6 +229,13 @@ class Pods:
         text = self.get(name)["metadata"].get("annotations", {}).get("kube-headroom.dev/status")
         return None if text is None else dict(json.loads(text))
 
+    def explanation(self, name: str, *, timeout: float = 20.0) -> dict[str, Any]:
+        """The pod's status annotation, once written: explanations follow the limits."""
+        found: dict[str, Any] = eventually(
+            lambda: self.status_annotation(name), timeout=timeout, what=f"{name}'s annotation"
+        )
+        return found
+
     def generation(self, name: str) -> int:
         return int(self.get(name)["metadata"]["generation"])
 

@@ -171,7 +171,7 @@ def test_pod_level_pods_are_left_alone_where_the_node_cannot_resize_them(
     pods.create(pod("c", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
     # The container-level pod beside it is managed (and books the pod-level pod's request).
     pods.wait_limit("c", "10")
-    assert (pods.status_annotation("c") or {}).get("slack") == "14000m"
+    assert pods.explanation("c").get("slack") == "14000m"
     assert stays(lambda: _pod_level_cpu_limit(pods, "p") is None, seconds=2)
     assert pods.status_annotation("p") is None
     assert pods.generation("p") == 1

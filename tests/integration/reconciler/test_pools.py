@@ -35,9 +35,11 @@ def test_a_pool_node_runs_on_its_own_multiplier_and_says_so(
     _one_core_pod(pods, "outside", plain_node)
     pods.wait_limit("in-pool", "3")
     pods.wait_limit("outside", "10")
-    assert (pods.status_annotation("in-pool") or {}).get("pool") == "batch"
-    assert "pool" not in (pods.status_annotation("outside") or {})
-    [event] = pods.events("in-pool", reason="CPULimitAdjusted")
+    assert pods.explanation("in-pool").get("pool") == "batch"
+    assert "pool" not in pods.explanation("outside")
+    [event] = eventually(
+        lambda: pods.events("in-pool", reason="CPULimitAdjusted"), what="the pool's event"
+    )
     assert event["message"] == "unset -> 3000m (node factor 16.00, slack 15/16 cores, pool batch)"
     eventually(
         lambda: reconciler.sample("headroom_pool_pods_managed", pool="batch") == 1,

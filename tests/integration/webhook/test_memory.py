@@ -7,6 +7,7 @@ its handler's full path. Its resident set is read from /proc, after a warm-up th
 the allocator's pools and the caches that are bounded by design."""
 
 import asyncio
+import contextlib
 import json
 import ssl
 import time
@@ -69,13 +70,21 @@ async def _send(
             await reader.readexactly(length)
             statuses[status] += 1
             if close:
-                writer.close()
+                await _close(writer)
                 reader, writer = await asyncio.open_connection(
                     "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1"
                 )
     finally:
-        writer.close()
+        await _close(writer)
     return statuses
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    # Waiting lets the TLS shutdown finish: a transport abandoned mid-shutdown when the loop
+    # ends is only reclaimed by the garbage collector, later, inside some other test.
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
 
 
 async def _load(port: int, context: ssl.SSLContext, *, first: int, total: int) -> Counter[int]:

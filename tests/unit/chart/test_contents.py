@@ -383,6 +383,14 @@ def test_disruption_budgets_only_with_more_than_one_replica(
         assert budget["spec"]["minAvailable"] == 1
 
 
+def test_webhook_replicas_scale_the_webhook_alone() -> None:
+    rendered = render(chart_values(webhook=True, extra={"webhook": {"replicas": 3}}))
+    assert find(rendered, "Deployment", "kube-headroom-webhook")["spec"]["replicas"] == 3
+    assert find(rendered, "Deployment", "kube-headroom-reconciler")["spec"]["replicas"] == 1
+    # The webhook's pods may be drained one at a time; a lone reconciler has no budget.
+    assert names(rendered, "PodDisruptionBudget") == {"kube-headroom-webhook"}
+
+
 @pytest.mark.parametrize(
     ("image", "expected"),
     [

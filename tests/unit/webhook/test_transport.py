@@ -3,6 +3,7 @@ a stalled TLS handshake, headers dribbled a byte at a time (slowloris), a stalle
 Each is closed at its deadline while the server keeps answering real reviews."""
 
 import asyncio
+import contextlib
 import ssl
 import time
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ async def _slowloris(port: int, context: ssl.SSLContext) -> Closed:
         return await _read_until_closed(reader, started)
     finally:
         dribbler.cancel()
-        writer.close()
+        await _close(writer)
 
 
 async def _slow_body(port: int, context: ssl.SSLContext) -> Closed:
@@ -76,7 +77,7 @@ async def _slow_body(port: int, context: ssl.SSLContext) -> Closed:
         return await _read_until_closed(reader, started)
     finally:
         dribbler.cancel()
-        writer.close()
+        await _close(writer)
 
 
 async def _half_open(port: int, hello: bytes) -> Closed:
@@ -87,7 +88,7 @@ async def _half_open(port: int, hello: bytes) -> Closed:
     try:
         return await _read_until_closed(reader, started)
     finally:
-        writer.close()
+        await _close(writer)
 
 
 async def _valid_review(port: int, context: ssl.SSLContext) -> int:
@@ -132,3 +133,11 @@ def test_stalled_connections_are_closed_at_their_deadlines(webhook_process: Runn
     assert body.answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert body.answer.endswith(b"request body not received within 10s\n")
     assert webhook_process.process.poll() is None
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    # Let the TLS shutdown finish before the loop ends, so no transport is left for the
+    # garbage collector to find during a later test.
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
