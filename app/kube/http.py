@@ -51,8 +51,10 @@ DEFAULT_USER_AGENT: Final = "kube-headroom"
 # a slow API server from costing a new TLS connection per queued write, while leaving room
 # for a budget's worth of writes waiting a second each for their answers.
 MAX_WRITES_IN_FLIGHT: Final = 32
-# Idle connections are kept this long, so bursts of writes reuse them.
-_KEEPALIVE_SECONDS: Final = 120.0
+# Idle connections are kept this long, so a wave's writes reuse them. Not longer: each TLS
+# connection holds about 150 KiB of buffers, and a wave leaves up to MAX_WRITES_IN_FLIGHT
+# of them behind.
+_KEEPALIVE_SECONDS: Final = 15.0
 
 
 class ApiUnavailable(Exception):
