@@ -1,10 +1,10 @@
-"""The write budget: one token bucket, the primary lane served before the secondary."""
+"""Token buckets, and the write budget: one bucket, the primary lane served before the secondary."""
 
 import asyncio
 
 import pytest
 
-from app.kube.budget import Lane, WriteBudget
+from app.kube.budget import Lane, TokenBucket, WriteBudget
 
 
 def test_the_burst_goes_out_at_once_then_the_rate_paces() -> None:
@@ -97,3 +97,50 @@ def test_reconfigure_changes_rate_and_burst(rate: float, burst: int) -> None:
         return budget.rate, budget.burst
 
     assert asyncio.run(scenario()) == (rate, burst)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_burst_is_free_then_callers_wait_in_arrival_order() -> None:
+    bucket = TokenBucket(rate=2.0, burst=3, clock=Clock())
+    assert [bucket.reserve() for _ in range(5)] == [0.0, 0.0, 0.0, 0.5, 1.0]
+
+
+def test_tokens_refill_at_the_rate_up_to_the_burst() -> None:
+    clock = Clock()
+    bucket = TokenBucket(rate=1.0, burst=2, clock=clock)
+    bucket.reserve()
+    bucket.reserve()
+    clock.now += 10.0
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, 1.0]
+
+
+def test_reconfigure_applies_the_new_rate_and_clips_the_balance() -> None:
+    bucket = TokenBucket(rate=10.0, burst=10, clock=Clock())
+    bucket.reconfigure(rate=1.0, burst=1)
+    assert (bucket.rate, bucket.burst) == (1.0, 1)
+    assert [bucket.reserve(), bucket.reserve()] == [0.0, 1.0]
+
+
+def test_take_only_whole_tokens_and_say_when_the_next_is_due() -> None:
+    clock = Clock()
+    bucket = TokenBucket(rate=4.0, burst=1, clock=clock)
+    assert bucket.take()
+    assert not bucket.take()
+    assert bucket.seconds_to_next() == 0.25
+    clock.now += 0.125
+    assert not bucket.take()
+    assert bucket.seconds_to_next() == 0.125
+    bucket.give_back()
+    assert bucket.take()
+    bucket.give_back()
+    bucket.give_back()
+    # Given back tokens never exceed the burst.
+    assert bucket.take()
+    assert not bucket.take()
