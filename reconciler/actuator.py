@@ -146,6 +146,7 @@ class Actuator:
         self._in_flight: set[str] = set()
         self._explaining: set[str] = set()
         self._idle = asyncio.Event()
+        self._worked = asyncio.Event()
         self._failures: dict[str, ExponentialBackoff] = {}
 
     # What reconciles call.
@@ -207,7 +208,7 @@ class Actuator:
         if warning is not None:
             reason, message = warning
             pending.warnings[reason] = message
-        self._idle.clear()
+        self._mark_busy()
 
     def pending_annotation(self, key: str) -> str | None:
         """The annotation queued for this pod and not yet written, if any."""
@@ -244,21 +245,31 @@ class Actuator:
         self._check_idle()
         await self._idle.wait()
 
+    async def wave_settled(self) -> None:
+        """Return once writes have been planned and every one sent or called off."""
+        await self._worked.wait()
+        self._worked.clear()
+        await self.settle()
+
     def _busy(self) -> bool:
         return bool(self._resizes or self._in_flight or self._explanations or self._explaining)
 
     def _check_idle(self) -> None:
         if self._busy():
-            self._idle.clear()
+            self._mark_busy()
         else:
             self._idle.set()
+
+    def _mark_busy(self) -> None:
+        self._idle.clear()
+        self._worked.set()
 
     # Resizes.
 
     def _line_up(self, key: str, *, delay: float) -> None:
         heapq.heappush(self._due, (self._clock() + delay, next(self._order), key))
         self._resizes_ready.set()
-        self._idle.clear()
+        self._mark_busy()
 
     async def _next_resize(self) -> str:
         """The next pod whose resize may go (its node's pace allows), waiting for one."""

@@ -25,6 +25,7 @@ from app.metrics_server import Listener, ListenError, metrics_listener, parse_bi
 from reconciler.cache import ClusterCache, object_feed, pod_feed
 from reconciler.controller import Controller
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
+from reconciler.memory import malloc_trim, release_after_waves
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.probes import ProbeApp
 from reconciler.watches import Reflector
@@ -290,6 +291,9 @@ async def run(args: argparse.Namespace) -> int:
             spawn(controller.work())
             spawn(controller.actuator.run())
             spawn(controller.report_status())
+            trim = malloc_trim()
+            if trim is not None:
+                spawn(release_after_waves(controller.actuator.wave_settled, trim))
             ended = await _first_done([stopped, *tasks])
         if ended is not stopped:
             # Every task runs until shutdown; one that ends means the process cannot work.

@@ -111,6 +111,11 @@ def test_no_resize_goes_out_after_a_stop_is_observed(
         if (w.verb, w.resource, w.subresource) == (verb, resource, "") and w.received >= pressed - 1
     ]
     assert observed - stored.received < 1.0
+    last = max(w.received for w in sent)
+    print(
+        f"stop stored; observed {observed - stored.received:+.2f} s, "
+        f"last resize received {last - stored.received:+.2f} s from it"
+    )
     # Frozen, not removed: every pod the wave reached keeps the limit it got.
     limited = [json.dumps(pods.cpu_limits(f"p{i}")) for i in range(WAVE)]
     assert sum(1 for limits in limited if limits != "[null]") == len(sent)

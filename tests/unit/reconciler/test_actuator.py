@@ -1,5 +1,6 @@
 """Writes planned by a reconcile, sent later: stop buttons, replaced plans, lanes, coalescing."""
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
@@ -153,3 +154,22 @@ def test_changes_not_yet_announced_are_announced_by_one_event_spanning_them() ->
     ]
     [annotation] = world.api.writes(kind="annotation")
     assert annotation.body == {"metadata": {"annotations": {"kube-headroom.dev/status": "second"}}}
+
+
+def test_a_wave_settles_once_its_writes_are_sent() -> None:
+    world = World()
+    worked_example(world)
+    sent_when_settled: list[int] = []
+
+    async def wave() -> None:
+        waiter = asyncio.create_task(world.actuator.wave_settled())
+        await asyncio.sleep(0)
+        # Idle and no wave yet: nothing to wait for.
+        assert not waiter.done()
+        world.reconciler.reconcile("node-1")
+        await waiter
+        sent_when_settled.append(len(world.api.sent))
+
+    world.run(wave())
+    # Three resizes, three annotations, three events: all out before it returned.
+    assert sent_when_settled == [9]
