@@ -245,11 +245,16 @@ class Actuator:
         self._check_idle()
         await self._idle.wait()
 
-    async def wave_settled(self) -> None:
-        """Return once writes have been planned and every one sent or called off."""
+    async def wave_settled(self, *, quiet: float) -> None:
+        """Return once writes have been planned, then none has been for `quiet` seconds."""
         await self._worked.wait()
-        self._worked.clear()
-        await self.settle()
+        while True:
+            self._worked.clear()
+            await self.settle()
+            try:
+                await asyncio.wait_for(self._worked.wait(), timeout=quiet)
+            except TimeoutError:
+                return
 
     def _busy(self) -> bool:
         return bool(self._resizes or self._in_flight or self._explanations or self._explaining)

@@ -293,7 +293,8 @@ async def run(args: argparse.Namespace) -> int:
             spawn(controller.report_status())
             trim = malloc_trim()
             if trim is not None:
-                spawn(release_after_waves(controller.actuator.wave_settled, trim))
+                actuator = controller.actuator
+                spawn(release_after_waves(lambda quiet: actuator.wave_settled(quiet=quiet), trim))
             ended = await _first_done([stopped, *tasks])
         if ended is not stopped:
             # Every task runs until shutdown; one that ends means the process cannot work.

@@ -6,7 +6,6 @@ the connections it opened, freed once they idle out. glibc keeps those pages, so
 resident set would stay at the wave's high-water mark; `malloc_trim` returns the free ones.
 """
 
-import asyncio
 import ctypes
 import logging
 import time
@@ -15,7 +14,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-# Past the API connections' idle timeout, so that their buffers are free by then.
+# Longer than the API connections' idle timeout, so that their buffers are free by then.
 AFTER_WAVE_SECONDS: Final = 20.0
 
 
@@ -31,15 +30,14 @@ def malloc_trim() -> Callable[[], object] | None:
 
 
 async def release_after_waves(
-    wave_settled: Callable[[], Awaitable[None]],
+    wave_settled: Callable[[float], Awaitable[None]],
     trim: Callable[[], object],
     *,
-    delay: float = AFTER_WAVE_SECONDS,
+    quiet: float = AFTER_WAVE_SECONDS,
 ) -> None:
-    """Trim `delay` seconds after each wave has settled, until cancelled."""
+    """Trim after each wave, once no write has been planned for `quiet` seconds."""
     while True:
-        await wave_settled()
-        await asyncio.sleep(delay)
+        await wave_settled(quiet)
         started = time.perf_counter()
         trim()
         log.debug("returned free heap pages", extra={"ms": (time.perf_counter() - started) * 1e3})

@@ -156,20 +156,29 @@ def test_changes_not_yet_announced_are_announced_by_one_event_spanning_them() ->
     assert annotation.body == {"metadata": {"annotations": {"kube-headroom.dev/status": "second"}}}
 
 
-def test_a_wave_settles_once_its_writes_are_sent() -> None:
+def test_a_wave_settles_once_its_writes_are_sent_and_none_follow() -> None:
     world = World()
     worked_example(world)
     sent_when_settled: list[int] = []
 
     async def wave() -> None:
-        waiter = asyncio.create_task(world.actuator.wave_settled())
-        await asyncio.sleep(0)
+        loop = asyncio.get_running_loop()
+        waiter = asyncio.create_task(world.actuator.wave_settled(quiet=0.2))
+        await asyncio.sleep(0.3)
         # Idle and no wave yet: nothing to wait for.
         assert not waiter.done()
         world.reconciler.reconcile("node-1")
+        await asyncio.sleep(0.1)
+        # A neighbour lands before the quiet time is up: the wave goes on.
+        assert not waiter.done()
+        world.add("d", containers=[container(cpu_request="4")])
+        world.reconciler.reconcile("node-1")
+        planned = loop.time()
         await waiter
+        assert loop.time() - planned >= 0.2
         sent_when_settled.append(len(world.api.sent))
 
     world.run(wave())
-    # Three resizes, three annotations, three events: all out before it returned.
-    assert sent_when_settled == [9]
+    # Every write of both reconciles was out before it returned.
+    assert sent_when_settled == [len(world.api.sent)]
+    assert len(world.api.writes(kind="resize")) >= 4

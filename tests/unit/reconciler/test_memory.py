@@ -7,33 +7,31 @@ import pytest
 from reconciler.memory import malloc_trim, release_after_waves
 
 
-def test_trims_once_per_settled_wave_after_the_delay() -> None:
-    trims: list[float] = []
-
-    async def scenario() -> list[float]:
-        loop = asyncio.get_running_loop()
+def test_trims_once_per_settled_wave() -> None:
+    async def scenario() -> tuple[list[float], list[int]]:
         waves = asyncio.Queue[None]()
+        asked: list[float] = []
+        trims: list[int] = []
 
-        async def wave_settled() -> None:
+        async def wave_settled(quiet: float) -> None:
+            asked.append(quiet)
             await waves.get()
 
         task = asyncio.create_task(
-            release_after_waves(wave_settled, lambda: trims.append(loop.time()), delay=0.05)
+            release_after_waves(wave_settled, lambda: trims.append(waves.qsize()), quiet=7.0)
         )
-        started = loop.time()
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.05)
         assert trims == []  # no wave, no trim
         waves.put_nowait(None)
         waves.put_nowait(None)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.05)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        return [t - started for t in trims]
+        return asked, trims
 
-    after = asyncio.run(scenario())
-    assert len(after) == 2
-    assert after[0] >= 0.1 + 0.05
-    assert after[1] - after[0] >= 0.05
+    asked, trims = asyncio.run(scenario())
+    assert trims == [1, 0]
+    assert set(asked) == {7.0}
 
 
 def test_the_c_library_trim_is_found_and_runs() -> None:
