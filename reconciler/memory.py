@@ -12,10 +12,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from app.kube.http import KEEPALIVE_SECONDS
+
 log = logging.getLogger(__name__)
 
-# Longer than the API connections' idle timeout, so that their buffers are free by then.
-AFTER_WAVE_SECONDS: Final = 20.0
+# Past the time a wave's idle API connections take to close, so their buffers are free.
+AFTER_WAVE_SECONDS: Final = 2 * KEEPALIVE_SECONDS + 5.0
 
 
 def malloc_trim() -> Callable[[], object] | None:

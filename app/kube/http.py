@@ -51,10 +51,10 @@ DEFAULT_USER_AGENT: Final = "kube-headroom"
 # a slow API server from costing a new TLS connection per queued write, while leaving room
 # for a budget's worth of writes waiting a second each for their answers.
 MAX_WRITES_IN_FLIGHT: Final = 32
-# Idle connections are kept this long, so a wave's writes reuse them. Not longer: each TLS
-# connection holds about 150 KiB of buffers, and a wave leaves up to MAX_WRITES_IN_FLIGHT
-# of them behind.
-_KEEPALIVE_SECONDS: Final = 15.0
+# Idle connections are kept this long (closed at the pool's next sweep, so within twice
+# this), so a wave's writes reuse them. Not longer: each TLS connection holds about 150 KiB
+# of buffers, and a wave leaves up to MAX_WRITES_IN_FLIGHT of them behind.
+KEEPALIVE_SECONDS: Final = 10.0
 
 
 class ApiUnavailable(Exception):
@@ -323,7 +323,7 @@ class KubeHttp:
                 connector=aiohttp.TCPConnector(
                     ssl=ssl_context,
                     limit=100,
-                    keepalive_timeout=_KEEPALIVE_SECONDS,
+                    keepalive_timeout=KEEPALIVE_SECONDS,
                     ttl_dns_cache=None,
                 ),
                 read_bufsize=_READ_BUFFER,
