@@ -437,7 +437,23 @@ def test_the_runbook_series_are_queryable(
     def missing() -> list[str]:
         return [name for name in names if not prometheus.query(f'{{__name__=~"{name}(_count)?"}}')]
 
-    eventually(lambda: not missing(), timeout=90, what=f"every runbook series ({missing()})")
+    # A pool's series exists while the pool has managed pods: a pool without overrides
+    # around web's node changes no limit.
+    pods = json.loads(stack.kubectl("get", "pods", "-n", enforcing, "-o", "json"))["items"]
+    node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("web-"))
+    stack.kubectl("label", "node", node, "pool=e2e")
+    pool = {"name": "e2e", "nodeSelector": {"matchLabels": {"pool": "e2e"}}}
+    stack.kubectl(
+        "patch", "hcfg", "cluster", "--type", "merge",
+        "-p", json.dumps({"spec": {"nodePools": [pool]}}),
+    )  # fmt: skip
+    try:
+        eventually(lambda: not missing(), timeout=90, what=f"every runbook series ({missing()})")
+    finally:
+        stack.kubectl(
+            "patch", "hcfg", "cluster", "--type", "merge", "-p", '{"spec":{"nodePools":null}}'
+        )
+        stack.kubectl("label", "node", node, "pool-")
     limit = prometheus.query(f'headroom_pod_limit_cores{{namespace="{enforcing}"}}')
     stack.say(f"    {len(names)} runbook series present; web's limit {limit[0]['value'][1]} cores")
     assert any(float(r["value"][1]) == 5.0 for r in limit)
