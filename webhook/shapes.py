@@ -15,6 +15,7 @@ pod's check is a few microseconds, and the messages name paths the way the API s
 own errors do.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Final
 
@@ -44,17 +45,17 @@ def _misfit(problems: list[str], path: str, expected: str, value: object) -> Non
     problems.append(f"{path}: must be {expected}, got {kind_of(value)}")
 
 
-class Shape:
+class Shape(ABC):
     """What a value must look like; null (unset) always fits."""
 
     __slots__ = ()
 
-    def fits(self, value: object) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def fits(self, value: object) -> bool: ...
 
+    @abstractmethod
     def misfits(self, value: object, path: str, problems: list[str]) -> None:
         """Append a message for each part of ``value`` that does not fit."""
-        raise NotImplementedError
 
 
 class _Scalar(Shape):
