@@ -15,7 +15,7 @@ IMG ?= ghcr.io/karlkfi/kube-headroom:0.1.0
 HELM ?= $(shell command -v helm 2>/dev/null || echo $${HEADROOM_CACHE:-$$HOME/.cache/headroom}/k8s-$(K8S_VERSION)/bin/helm)
 PYTEST_ARGS ?=
 # 100% branch coverage of the pure core is a gate, not a goal.
-COVERAGE_GATE := --cov=app.policy --cov=app.eligibility --cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
+COVERAGE_GATE := --cov=app.core.policy --cov=app.core.eligibility --cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 .PHONY: help
 help: ## List targets

@@ -9,10 +9,10 @@ import statistics
 import time
 from collections.abc import Sequence
 
-from app.config import DEFAULT_SETTINGS
-from app.limitrange import LimitRangeCaps
-from app.pods import PodInfo, pod_info_from_dict
-from app.policy import NodeInput, compute_node
+from app.core.config import DEFAULT_SETTINGS
+from app.core.limitrange import LimitRangeCaps
+from app.core.pods import PodInfo, pod_info_from_dict
+from app.core.policy import NodeInput, compute_node
 
 _SIZES = (110, 1000)
 _RUNS = 200

@@ -53,10 +53,10 @@ from typing import Any
 
 import orjson
 
-from app.config import Settings
-from app.kube.config import async_api_client
-from app.kube.http import KubeHttp
-from app.pods import decode_pod, pod_info
+from app.core.config import Settings
+from app.core.pods import decode_pod, pod_info
+from app.io.http import KubeHttp
+from app.io.kubeconfig import async_api_client
 from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port

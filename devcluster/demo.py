@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.labels import MODE_LABEL, MODE_MANAGED, STATUS_ANNOTATION
-from app.quantity import parse_cpu_millis
+from app.core.labels import MODE_LABEL, MODE_MANAGED, STATUS_ANNOTATION
+from app.core.quantity import parse_cpu_millis
 from devcluster.binaries import locate_binaries
 from devcluster.controlplane import ControlPlane
 from devcluster.headroom import LocalHeadroom

@@ -15,12 +15,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from app.config import Settings
-from app.kube.config import async_api_client
-from app.kube.http import KubeHttp
-from app.pods import PodInfo, PodWire, booked_cpu_m
-from app.policy import NodeInput, compute_node
-from app.selection import ineligibility
+from app.core.config import Settings
+from app.core.pods import PodInfo, PodWire, booked_cpu_m
+from app.core.policy import NodeInput, compute_node
+from app.core.selection import ineligibility
+from app.io.http import KubeHttp
+from app.io.kubeconfig import async_api_client
 from reconciler.cache import ClusterCache
 from reconciler.main import reflectors
 

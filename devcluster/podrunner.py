@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.quantity import parse_cpu_millis
+from app.core.quantity import parse_cpu_millis
 from devcluster.containers import ContainerError, Engine
 from devcluster.kubeapi import KubeAPI, KubeAPIError
 from devcluster.podnet import API_SERVICE_IP, PodNetwork, PodNetworkError

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.quantity import parse_cpu_millis, parse_quantity
+from app.core.quantity import parse_cpu_millis, parse_quantity
 
 Json = dict[str, Any]
 

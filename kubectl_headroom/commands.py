@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from app.config import Settings
-from app.explain import factor_text
-from app.kube.config import KubeConfigError, async_api_client
-from app.kube.http import ApiError, KubeHttp
-from app.labels import LEASE_NAME
-from app.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
+from app.core.config import Settings
+from app.core.explain import factor_text
+from app.core.labels import LEASE_NAME
+from app.core.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
+from app.io.http import ApiError, KubeHttp
+from app.io.kubeconfig import KubeConfigError, async_api_client
 from kubectl_headroom import simulate_cli
 from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR
 from kubectl_headroom.explain import as_dict, explain_pod, render

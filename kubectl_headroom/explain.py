@@ -12,16 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.config import Settings, settings_for_node
-from app.eligibility import Ineligible, node_ineligibility, node_reason
-from app.explain import explain, factor_text, shown_slack
-from app.limitrange import limit_range_caps
-from app.nodefeatures import resizes_pod_level
-from app.nodes import node_facts
-from app.pods import PodInfo, booked_cpu_m, pod_info_from_dict
-from app.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
-from app.quantity import format_cpu_millis, parse_cpu_millis
-from app.selection import ineligibility
+from app.core.config import Settings, settings_for_node
+from app.core.eligibility import Ineligible, node_ineligibility, node_reason
+from app.core.explain import explain, factor_text, shown_slack
+from app.core.limitrange import limit_range_caps
+from app.core.nodefeatures import resizes_pod_level
+from app.core.nodes import node_facts
+from app.core.pods import PodInfo, booked_cpu_m, pod_info_from_dict
+from app.core.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
+from app.core.quantity import format_cpu_millis, parse_cpu_millis
+from app.core.selection import ineligibility
 
 Obj = Mapping[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from app.config import LabelSelector, Operator, Requirement
+from app.core.config import LabelSelector, Operator, Requirement
 
 _SET: Final = re.compile(
     r"^\s*(!?)\s*([^\s!=(),]+)\s*(?:(in|notin)\s*\(([^)]*)\)|(==|=|!=)\s*([^\s,()]*))?\s*$"

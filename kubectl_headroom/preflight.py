@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from app.config import Settings
-from app.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
-from app.limitrange import limit_range_caps
-from app.nodes import MINIMUM_RESIZE_TEXT, node_facts
-from app.quantity import format_cpu_millis
+from app.core.config import Settings
+from app.core.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
+from app.core.limitrange import limit_range_caps
+from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts
+from app.core.quantity import format_cpu_millis
 from kubectl_headroom.state import ClusterState
 from kubectl_headroom.versions import supported
 

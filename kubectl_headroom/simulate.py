@@ -1,8 +1,8 @@
 """``kubectl headroom simulate``: what Headroom would do to every pod, before anything changes.
 
 It runs the reconciler's own decisions over a snapshot: the same eligibility gates
-(``app.selection``), the same node pools (``app.config.settings_for_node``), the same
-booking and pure policy (``app.pods``, ``app.policy``), under a what-if HeadroomConfig
+(``app.core.selection``), the same node pools (``app.core.config.settings_for_node``), the same
+booking and pure policy (``app.core.pods``, ``app.core.policy``), under a what-if HeadroomConfig
 and enrolment. It never writes. Pods whose kubelet reports an ``Infeasible`` resize count
 as backed off, as the reconciler backs them off from that report.
 """
@@ -18,15 +18,15 @@ from typing import Final, NamedTuple
 
 import orjson
 
-from app.config import LabelSelector, Settings, settings_for_node
-from app.eligibility import Ineligible, namespace_enrolled
-from app.limitrange import LimitRangeCaps, limit_range_caps
-from app.nodefeatures import resizes_pod_level
-from app.nodes import node_facts
-from app.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
-from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
-from app.quantity import QuantityError, parse_cpu_millis
-from app.selection import ineligibility
+from app.core.config import LabelSelector, Settings, settings_for_node
+from app.core.eligibility import Ineligible, namespace_enrolled
+from app.core.limitrange import LimitRangeCaps, limit_range_caps
+from app.core.nodefeatures import resizes_pod_level
+from app.core.nodes import node_facts
+from app.core.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
+from app.core.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
+from app.core.quantity import QuantityError, parse_cpu_millis
+from app.core.selection import ineligibility
 from kubectl_headroom.snapshot import Obj, Snapshot
 
 _INFEASIBLE: Final = "Infeasible"

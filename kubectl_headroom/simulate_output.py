@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from app.explain import factor_text
+from app.core.explain import factor_text
 from kubectl_headroom.simulate import Simulation, View, totals
 from kubectl_headroom.table import render
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import orjson
 
-from app.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
+from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
 
 Obj = Mapping[str, Any]
 KIND: Final = "HeadroomSnapshot"
@@ -110,7 +110,7 @@ def _pick(obj: Obj, *keys: str) -> dict[str, Any]:
 
 
 def strip_pod(obj: Obj) -> Obj:
-    """The fields of a pod ``app.pods`` reads, plus its labels for ``-l``."""
+    """The fields of a pod ``app.core.pods`` reads, plus its labels for ``-l``."""
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}

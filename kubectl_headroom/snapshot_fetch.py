@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from app.kube.http import ApiError, KubeHttp
-from app.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.io.http import ApiError, KubeHttp
 from kubectl_headroom.snapshot import (
     Obj,
     Snapshot,

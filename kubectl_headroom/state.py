@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.config import ConfigError, Settings, parse_config
-from app.eligibility import namespace_enrolled
-from app.kube.http import ApiError, KubeHttp
-from app.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.core.config import ConfigError, Settings, parse_config
+from app.core.eligibility import namespace_enrolled
+from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.io.http import ApiError, KubeHttp
 
 Obj = Mapping[str, Any]
 CERT_MANAGER_CRD = "certificates.cert-manager.io"

@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
-from app.config import NodePool, Settings, settings_for_node
-from app.quantity import format_cpu_millis
+from app.core.config import NodePool, Settings, settings_for_node
+from app.core.quantity import format_cpu_millis
 
 # Events the reconciler emits, in the order operators care about them.
 REASONS = ("CPULimitAdjusted", "ResizeInfeasible", "ResizeForbidden")

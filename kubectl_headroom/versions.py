@@ -1,6 +1,6 @@
 """Kubernetes version strings as the API server and kubelets report them."""
 
-from app.nodes import MINIMUM_RESIZE_VERSION, major_minor
+from app.core.nodes import MINIMUM_RESIZE_VERSION, major_minor
 
 
 def supported(text: str) -> bool | None:

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from app.config import Settings, parse_config, validate_config
-from app.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
+from app.core.config import Settings, parse_config, validate_config
+from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
 
 
 class WhatIfError(ValueError):

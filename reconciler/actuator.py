@@ -26,18 +26,18 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Final
 
-from app.config import Settings
-from app.explain import Explanation, event_message
-from app.kube.http import ApiUnavailable, Skipped
-from app.pods import PodInfo
-from app.policy import ContainerLimit
-from app.quantity import format_cpu_millis
+from app.core.backoff import ExponentialBackoff
+from app.core.config import Settings
+from app.core.explain import Explanation, event_message
+from app.core.pods import PodInfo
+from app.core.policy import ContainerLimit
+from app.core.quantity import format_cpu_millis
+from app.io.http import ApiUnavailable, Skipped
 from reconciler.gate import AT_TARGET, WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result, resize_result
 from reconciler.podmemory import PodMemory
 from reconciler.ratelimit import NodeBuckets
-from reconciler.retry import ExponentialBackoff
 from reconciler.writer import CPU_LIMIT_ADJUSTED, RESIZE_FORBIDDEN, Writer, pod_context
 
 log = logging.getLogger(__name__)

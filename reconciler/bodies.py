@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from app.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, STATUS_ANNOTATION
-from app.quantity import format_cpu_millis
+from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, STATUS_ANNOTATION
+from app.core.quantity import format_cpu_millis
 
 EVENT_SOURCE: Final = "headroom-reconciler"
 REPORTING_CONTROLLER: Final = "kube-headroom.dev/reconciler"

@@ -23,14 +23,14 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 
-from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
-from app.eligibility import namespace_enrolled
-from app.labels import CONFIG_NAME
-from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
-from app.nodefeatures import resizes_pod_level
-from app.nodes import node_facts
-from app.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
-from app.quantity import QuantityError, parse_cpu_millis
+from app.core.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
+from app.core.eligibility import namespace_enrolled
+from app.core.labels import CONFIG_NAME
+from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.core.nodefeatures import resizes_pod_level
+from app.core.nodes import node_facts
+from app.core.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
+from app.core.quantity import QuantityError, parse_cpu_millis
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +52,10 @@ class NodeRecord:
     name: str
     allocatable_m: int
     labels: Mapping[str, str]
-    # status.nodeInfo: the node gates read them (app.nodes).
+    # status.nodeInfo: the node gates read them (app.core.nodes).
     kubelet_version: str
     operating_system: str
-    # The kubelet declares in-place resize of pod-level resources (app.nodefeatures).
+    # The kubelet declares in-place resize of pod-level resources (app.core.nodefeatures).
     pod_level_resize: bool = False
 
 

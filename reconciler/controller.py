@@ -16,10 +16,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from app.config import DEFAULT_SETTINGS, Settings
-from app.kube.budget import WriteBudget
-from app.kube.http import ApiUnavailable, Skipped
-from app.pods import PodInfo
+from app.core.config import DEFAULT_SETTINGS, Settings
+from app.core.pods import PodInfo
+from app.io.budget import WriteBudget
+from app.io.http import ApiUnavailable, Skipped
 from reconciler.actuator import Actuator
 from reconciler.cache import ClusterCache
 from reconciler.config_status import Summary, desired_status, status_differs

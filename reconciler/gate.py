@@ -11,10 +11,10 @@ has been observed.
 from collections.abc import Callable
 from typing import Final
 
-from app.config import Settings, settings_for_node
-from app.pods import PodInfo
-from app.policy import ContainerLimit
-from app.selection import ineligibility
+from app.core.config import Settings, settings_for_node
+from app.core.pods import PodInfo
+from app.core.policy import ContainerLimit
+from app.core.selection import ineligibility
 from reconciler.cache import ClusterCache, target_view
 
 NOT_LEADING: Final = "not leading"

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from app.kube.http import ApiResponse, ApiUnavailable
-from app.labels import LEASE_NAME
+from app.core.labels import LEASE_NAME
+from app.io.http import ApiResponse, ApiUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -15,20 +15,20 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from app.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
-from app.kube.budget import WriteBudget
-from app.kube.config import KubeConfigError, async_api_client
-from app.kube.http import KubeHttp
-from app.labels import CONFIG_PLURAL, GROUP, VERSION
-from app.logs import configure_logging
-from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
+from app.core.labels import CONFIG_PLURAL, GROUP, VERSION
+from app.io.budget import WriteBudget
+from app.io.http import KubeHttp
+from app.io.kubeconfig import KubeConfigError, async_api_client
+from app.io.logs import configure_logging
+from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from app.io.reflector import Reflector
 from reconciler.cache import ClusterCache, object_feed, pod_feed
 from reconciler.controller import Controller
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.memory import malloc_trim, release_after_waves
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.probes import ProbeApp
-from reconciler.watches import Reflector
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 

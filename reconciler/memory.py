@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from app.kube.http import KEEPALIVE_SECONDS
+from app.io.http import KEEPALIVE_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 from starlette.types import Receive, Scope, Send
 
-from app.metrics_server import send_text
+from app.io.metrics_server import send_text
 
 
 class ProbeApp:

@@ -1,12 +1,12 @@
 """Per-node write pacing (`perNodePatchesPerSecond`): a token bucket per node.
 
-The client-wide budget every write spends is `app.kube.budget.WriteBudget`.
+The client-wide budget every write spends is `app.io.budget.WriteBudget`.
 """
 
 import time
 from collections.abc import Callable
 
-from app.kube.budget import TokenBucket
+from app.io.budget import TokenBucket
 
 
 class NodeBuckets:

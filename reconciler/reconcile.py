@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Final
 
-from app.config import Settings, settings_for_node
-from app.explain import explain, status_annotation
-from app.pods import PodInfo, booked_cpu_m
-from app.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
-from app.selection import ineligibility
+from app.core.config import Settings, settings_for_node
+from app.core.explain import explain, status_annotation
+from app.core.pods import PodInfo, booked_cpu_m
+from app.core.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
+from app.core.selection import ineligibility
 from reconciler.actuator import Actuator, ResizePlan, Round, seconds_text
 from reconciler.cache import ClusterCache, NodeRecord
 from reconciler.metrics import ReconcilerMetrics

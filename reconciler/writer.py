@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from app.kube.budget import Lane
-from app.kube.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, ApiUnavailable
-from app.labels import CONFIG_NAME, CONFIG_PLURAL, FIELD_MANAGER, GROUP, VERSION
-from app.pods import PodInfo
-from app.policy import ContainerLimit
+from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, FIELD_MANAGER, GROUP, VERSION
+from app.core.pods import PodInfo
+from app.core.policy import ContainerLimit
+from app.io.budget import Lane
+from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, ApiUnavailable
 from reconciler.bodies import (
     annotation_patch,
     config_status_patch,

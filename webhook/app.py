@@ -20,7 +20,7 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
-from app.labels import CONFIG_KIND, GROUP
+from app.core.labels import CONFIG_KIND, GROUP
 from webhook.cache import ClusterCache
 from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config

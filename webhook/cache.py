@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
-from app.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
-from app.kube.http import ApiError
-from app.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
-from app.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.core.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
+from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
+from app.io.http import ApiError
 
 logger = logging.getLogger(__name__)
 
@@ -372,7 +372,7 @@ class _NotFound(Unavailable):
 
 
 def _vpa_view(vpa: Mapping[str, Any]) -> Mapping[str, Any]:
-    """What ``app.eligibility``'s VPA gate reads of a VerticalPodAutoscaler."""
+    """What ``app.core.eligibility``'s VPA gate reads of a VerticalPodAutoscaler."""
     spec = vpa.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     metadata = _metadata(vpa)

@@ -4,7 +4,7 @@ from typing import Protocol
 
 from starlette.types import Receive, Scope, Send
 
-from app.metrics_server import send_text
+from app.io.metrics_server import send_text
 from certs.source import CertificateSource
 
 

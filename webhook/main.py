@@ -15,10 +15,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from app.kube.config import KubeConfigError, async_api_client
-from app.kube.http import KubeHttp
-from app.logs import configure_logging
-from app.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from app.io.http import KubeHttp
+from app.io.kubeconfig import KubeConfigError, async_api_client
+from app.io.logs import configure_logging
+from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from certs.source import certificate_source
 from certs.tls import CertificateError
 from webhook.app import create_app

@@ -13,8 +13,8 @@ from typing import Any
 
 import jsonpatch
 
-from app.policy import ContainerLimit
-from app.quantity import format_cpu_millis
+from app.core.policy import ContainerLimit
+from app.core.quantity import format_cpu_millis
 
 
 def limits_patch(

@@ -1,7 +1,7 @@
 """``/validate/headroomconfigs``: every rule of the config model, every error with its path."""
 
-from app.config import validate_config
-from app.labels import CONFIG_KIND
+from app.core.config import validate_config
+from app.core.labels import CONFIG_KIND
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, deny
 

@@ -8,8 +8,8 @@ blocked by a quota that predates this webhook.
 from collections.abc import Mapping
 from typing import Any, Final
 
-from app.config import Settings
-from app.eligibility import namespace_enrolled
+from app.core.config import Settings
+from app.core.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked

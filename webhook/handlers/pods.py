@@ -11,12 +11,12 @@ never adjust that limit later. The JSONPatch touches nothing but the seeded
 
 from typing import Final
 
-from app.config import settings_for_pod
-from app.nodefeatures import server_resizes_pod_level_by_default
-from app.pods import pod_info_from_dict
-from app.policy import seed_limits, seed_pod_limit
-from app.quantity import QuantityError
-from app.selection import ineligibility
+from app.core.config import settings_for_pod
+from app.core.nodefeatures import server_resizes_pod_level_by_default
+from app.core.pods import pod_info_from_dict
+from app.core.policy import seed_limits, seed_pod_limit
+from app.core.quantity import QuantityError
+from app.core.selection import ineligibility
 from webhook.cache import ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked

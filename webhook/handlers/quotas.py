@@ -7,7 +7,7 @@ allowed; quotas in namespaces Headroom does not manage are none of its business.
 
 from typing import Final
 
-from app.eligibility import namespace_enrolled
+from app.core.eligibility import namespace_enrolled
 from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable, has_limits_cpu
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked

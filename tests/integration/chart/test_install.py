@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.labels import CONFIG_NAME
+from app.core.labels import CONFIG_NAME
 from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
 

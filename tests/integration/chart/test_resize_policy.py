@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from app.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP
-from app.nodes import major_minor
+from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP
+from app.core.nodes import major_minor
 from devcluster.binaries import kubernetes_version
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.rbac import (

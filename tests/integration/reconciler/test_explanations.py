@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.quantity import parse_cpu_millis
+from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.quantity import parse_cpu_millis
+from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.rbac import ServiceAccount, service_account_kubeconfig
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays

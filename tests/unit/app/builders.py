@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from app.labels import (
+from app.core.labels import (
     API_VERSION,
     CONFIG_KIND,
     CONFIG_NAME,
@@ -18,7 +18,7 @@ from app.labels import (
     MODE_MANAGED,
     STATUS_ANNOTATION,
 )
-from app.pods import PodInfo, PodWire, pod_info_from_dict
+from app.core.pods import PodInfo, PodWire, pod_info_from_dict
 
 Obj = dict[str, Any]
 

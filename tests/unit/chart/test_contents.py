@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.config import DEFAULT_SETTINGS, parse_config, validate_config
+from app.core.config import DEFAULT_SETTINGS, parse_config, validate_config
 from tests.unit.chart.builders import chart_values
 from tests.unit.chart.helm import CHART, CRD_CHART, NAMESPACE, Manifest, render
 from tests.unit.chart.objects import container, find, find_all, names, rule_triples, webhook

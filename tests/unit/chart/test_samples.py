@@ -4,8 +4,8 @@ from typing import Any
 
 import yaml
 
-from app.config import DEFAULT_SETTINGS, parse_config, validate_config
-from app.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
+from app.core.config import DEFAULT_SETTINGS, parse_config, validate_config
+from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
 from tests.unit.chart.helm import REPO_ROOT
 
 SAMPLES = REPO_ROOT / "config" / "samples"

@@ -78,7 +78,7 @@ COVERED: Final[dict[str, str]] = {
     ),
     "kubectl logs -n kube-headroom-system deploy/kube-headroom-reconciler | grep "
     "'Initializing metrics certificate watcher using provided certificates'": (
-        "tests/unit/app/test_metrics_server.py::test_secure_metrics_log_the_provided_certificate_line"
+        "tests/unit/app/io/test_metrics_server.py::test_secure_metrics_log_the_provided_certificate_line"
     ),
     # Failure modes and rollback.
     """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'""": DEMO,

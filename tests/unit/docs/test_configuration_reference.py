@@ -8,7 +8,7 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from app.config import validate_config
+from app.core.config import validate_config
 from tests.unit.app.builders import headroom_config
 from tests.unit.docs.markdown import CONFIGURATION, REPO_ROOT, code_spans, section, table_rows
 

@@ -9,8 +9,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from app.eligibility import Ineligible
-from app.explain import Explanation, status_annotation
+from app.core.eligibility import Ineligible
+from app.core.explain import Explanation, status_annotation
 from reconciler.writer import (
     CPU_LIMIT_ADJUSTED,
     INVALID_MAX_CPU,

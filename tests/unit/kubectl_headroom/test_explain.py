@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.config import parse_config
-from app.eligibility import Ineligible
+from app.core.config import parse_config
+from app.core.eligibility import Ineligible
 from kubectl_headroom.explain import as_dict, explain_pod, render
 from tests.unit.app import builders as b
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
+from app.core.config import parse_config
 from kubectl_headroom.preflight import Severity, preflight
 from kubectl_headroom.state import ClusterState
 from tests.unit.app import builders as b

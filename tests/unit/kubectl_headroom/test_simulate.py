@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config, parse_label_selector
-from app.eligibility import Ineligible
-from app.nodefeatures import POD_LEVEL_RESIZE
+from app.core.config import parse_config, parse_label_selector
+from app.core.eligibility import Ineligible
+from app.core.nodefeatures import POD_LEVEL_RESIZE
 from kubectl_headroom.simulate import (
     Action,
     SortKey,

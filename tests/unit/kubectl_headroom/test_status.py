@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from app.config import parse_config
-from app.nodes import major_minor
+from app.core.config import parse_config
+from app.core.nodes import major_minor
 from kubectl_headroom.status import leader_status, summarize
 from kubectl_headroom.versions import supported
 from tests.unit.app import builders as b

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from app.kube.budget import Lane
-from app.kube.http import JSON, ApiResponse, Skipped
+from app.io.budget import Lane
+from app.io.http import JSON, ApiResponse, Skipped
 
 
 class FakeClock:

@@ -5,8 +5,8 @@ from collections.abc import Callable
 
 import pytest
 
-from app.explain import Explanation
-from app.kube.budget import Lane
+from app.core.explain import Explanation
+from app.io.budget import Lane
 from tests.unit.app import builders
 from tests.unit.app.builders import container
 from tests.unit.reconciler.world import World, worked_example

@@ -3,8 +3,8 @@ from typing import Any
 import orjson
 import pytest
 
-from app.config import Settings
-from app.pods import PodInfo
+from app.core.config import Settings
+from app.core.pods import PodInfo
 from reconciler.cache import (
     ClusterCache,
     node_record_from_dict,

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from app.kube.budget import WriteBudget
+from app.io.budget import WriteBudget
 from reconciler.controller import CRASH_RETRY_SECONDS, Controller
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.workqueue import PROMPT_SPREAD_SECONDS, NodeQueue

@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.kube.http import ApiResponse, ApiUnavailable
+from app.io.http import ApiResponse, ApiUnavailable
 from reconciler.leader import ElectionConfig, LeaderElector, micro_time
 from tests.unit.reconciler.fakes import FakeClock
 

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from app.nodefeatures import POD_LEVEL_RESIZE
+from app.core.nodefeatures import POD_LEVEL_RESIZE
 from tests.unit.app import builders
 from tests.unit.app.builders import bare_container, container, pod_resources
 from tests.unit.reconciler.test_reconcile import World

@@ -6,8 +6,8 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from app.config import Settings
-from app.pods import PodInfo
+from app.core.config import Settings
+from app.core.pods import PodInfo
 from reconciler.actuator import Actuator
 from reconciler.cache import ClusterCache
 from reconciler.gate import WriteGate

@@ -5,8 +5,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from app.config import Settings
-from app.kube.http import ApiError
+from app.core.config import Settings
+from app.io.http import ApiError
 from tests.unit.app.builders import headroom_config, namespace, pod
 from webhook.cache import ClusterCache, Resource
 

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from app.config import DEFAULT_SETTINGS
-from app.kube.http import ApiError
-from app.limitrange import NO_LIMIT_RANGE_CAPS
+from app.core.config import DEFAULT_SETTINGS
+from app.core.limitrange import NO_LIMIT_RANGE_CAPS
+from app.io.http import ApiError
 from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
 from tests.unit.webhook.builders import FakeKube, cluster_cache
 from webhook.cache import ClusterCache, Resource, Unavailable

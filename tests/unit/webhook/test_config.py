@@ -1,6 +1,6 @@
 import pytest
 
-from app.config import validate_config
+from app.core.config import validate_config
 from tests.unit.app.builders import headroom_config
 from tests.unit.webhook.builders import admission_review, cluster_cache
 from tests.unit.webhook.client import admit, webhook_client

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.policy import ContainerLimit
-from app.quantity import format_cpu_millis
+from app.core.policy import ContainerLimit
+from app.core.quantity import format_cpu_millis
 from tests.unit.app.builders import container, pod
 from webhook.patch import limits_patch, pod_limit_patch
 

@@ -1,0 +1,1 @@
+"""The pure core: decisions from typed views of the cluster, no I/O and no clock."""

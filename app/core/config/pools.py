@@ -1,0 +1,140 @@
+"""Node pools: which pool's overrides apply to a node, or to a pod not scheduled yet.
+
+The first pool whose ``nodeSelector`` matches a node wins; a node no pool matches uses
+the top-level values. A pod being created has no node yet: its pool is known only when
+its ``nodeSelector`` and required node affinity leave no doubt, that is when every node
+it could land on falls in the same pool first.
+"""
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final, TypeVar
+
+from app.core.config.selector import LabelSelector, Operator, Requirement
+from app.core.config.selectorlogic import can_match_together, implies
+from app.core.config.settings import NodePool, PoolOverrides, Settings
+
+_T = TypeVar("_T")
+_AFFINITY_OPERATORS: Final = {operator.value: operator for operator in Operator}
+# Numeric comparisons are read as "the label exists": a weaker constraint, so a pool
+# derived from it is still certain.
+_NUMERIC_OPERATORS: Final = frozenset({"Gt", "Lt"})
+
+
+def settings_for_node(
+    settings: Settings, node_labels: Mapping[str, str]
+) -> tuple[Settings, str | None]:
+    """The settings for a node (its pool's overrides applied) and the pool's name.
+
+    The name is None when no pool matches; the settings are then ``settings`` itself.
+    """
+    for index, pool in enumerate(settings.node_pools):
+        if pool.node_selector.matches(node_labels):
+            return pool_settings(settings, index), pool.name
+    return settings, None
+
+
+@functools.lru_cache(maxsize=256)
+def pool_settings(settings: Settings, index: int) -> Settings:
+    """``settings`` with the overrides of ``settings.node_pools[index]`` applied."""
+    return apply_overrides(settings, settings.node_pools[index].overrides)
+
+
+def apply_overrides(settings: Settings, overrides: PoolOverrides) -> Settings:
+    """``settings`` as a pool with ``overrides`` sees them.
+
+    A pool's ``dryRun: true`` puts it in dry-run; the top-level ``dryRun: true`` keeps
+    every pool in dry-run whatever the pool says, so it stays the one stop button.
+    """
+    return replace(
+        settings,
+        max_multiplier=_pick(overrides.max_multiplier, settings.max_multiplier),
+        min_burst_floor_m=_pick(overrides.min_burst_floor_m, settings.min_burst_floor_m),
+        quantum_m=_pick(overrides.quantum_m, settings.quantum_m),
+        grow_percent=_pick(overrides.grow_percent, settings.grow_percent),
+        shrink_percent=_pick(overrides.shrink_percent, settings.shrink_percent),
+        dry_run=settings.dry_run or bool(overrides.dry_run),
+        webhook_initial_multiplier=_pick(
+            overrides.initial_multiplier, settings.webhook_initial_multiplier
+        ),
+    )
+
+
+def _pick(override: _T | None, value: _T) -> _T:
+    return value if override is None else override
+
+
+def settings_for_pod(
+    settings: Settings, pod_spec: Mapping[str, Any]
+) -> tuple[Settings, str | None]:
+    """The settings for a pod that is not scheduled yet, and its pool's name.
+
+    The pool is the one every node the pod may land on falls in first; when the pod's
+    node selection leaves that open (or it has none), the top-level settings apply.
+    """
+    if not settings.node_pools:
+        return settings, None
+    # No constraint at all is one term that every node satisfies.
+    terms = pod_node_terms(pod_spec) or [LabelSelector(())]
+    chosen = {_pool_of_term(settings.node_pools, term) for term in terms}
+    if len(chosen) != 1:
+        return settings, None
+    (index,) = chosen
+    if index is None or index < 0:
+        return settings, None
+    return pool_settings(settings, index), settings.node_pools[index].name
+
+
+def _pool_of_term(pools: Sequence[NodePool], term: LabelSelector) -> int | None:
+    """The index of the pool every node matching ``term`` falls in first; -1 when no pool
+    can match such a node; None when it depends on the node."""
+    for index, pool in enumerate(pools):
+        if implies(term, pool.node_selector):
+            return index
+        if can_match_together(term, pool.node_selector):
+            return None
+    return -1
+
+
+def pod_node_terms(pod_spec: Mapping[str, Any]) -> list[LabelSelector]:
+    """The pod's node constraints as alternatives (ORed), each a selector over node labels.
+
+    ``nodeSelector`` is ANDed into every required node-affinity term. Terms that match
+    no node (empty, per the API) are dropped; ``matchFields`` and unknown operators are
+    read as no constraint. Empty when the pod does not constrain node labels at all.
+    """
+    base = [
+        Requirement(str(key), Operator.IN, frozenset({str(value)}))
+        for key, value in (pod_spec.get("nodeSelector") or {}).items()
+    ]
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    raw_terms = required.get("nodeSelectorTerms") or []
+    if not raw_terms:
+        return [LabelSelector(tuple(base))] if base else []
+    terms = []
+    for raw in raw_terms:
+        expressions = (raw or {}).get("matchExpressions") or []
+        if not expressions and not (raw or {}).get("matchFields"):
+            continue
+        terms.append(LabelSelector((*base, *_requirements(expressions))))
+    return terms
+
+
+def _requirements(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]:
+    requirements = []
+    for expression in expressions:
+        key = expression.get("key")
+        raw_operator = expression.get("operator")
+        if not isinstance(key, str):
+            continue
+        if raw_operator in _NUMERIC_OPERATORS:
+            requirements.append(Requirement(key, Operator.EXISTS, frozenset()))
+            continue
+        operator = _AFFINITY_OPERATORS.get(str(raw_operator))
+        if operator is None:
+            continue
+        values = frozenset(str(v) for v in expression.get("values") or ())
+        requirements.append(Requirement(key, operator, values))
+    return requirements

@@ -1,0 +1,78 @@
+"""The typed, defaulted settings every part of Headroom reads from one HeadroomConfig."""
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+from app.core.config.selector import LabelSelector, Operator, Requirement
+from app.core.labels import MODE_LABEL, MODE_MANAGED
+
+PROPORTIONAL: Final = "Proportional"
+# Unset namespaceSelector: namespaces labelled exactly kube-headroom.dev/mode=managed.
+DEFAULT_NAMESPACE_SELECTOR: Final = LabelSelector(
+    (Requirement(MODE_LABEL, Operator.IN, frozenset({MODE_MANAGED})),)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerExclusion:
+    """Pods with an ownerReference matching this are never managed.
+
+    ``api_group`` is the group part of the owner's ``apiVersion`` ("" for the core
+    group); None for ``api_group`` or ``name`` matches any.
+    """
+
+    kind: str
+    api_group: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOverrides:
+    """What a node pool changes; None keeps the top-level value."""
+
+    max_multiplier: Fraction | None = None
+    min_burst_floor_m: int | None = None
+    quantum_m: int | None = None
+    grow_percent: int | None = None
+    shrink_percent: int | None = None
+    # True puts the pool in dry-run; it can never take the top-level dry-run away.
+    dry_run: bool | None = None
+    initial_multiplier: Fraction | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    node_selector: LabelSelector
+    overrides: PoolOverrides
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    policy: str = PROPORTIONAL
+    dry_run: bool = True
+    min_burst_floor_m: int = 1000
+    # 0 disables the cap.
+    max_multiplier: Fraction = Fraction(10)
+    quantum_m: int = 10
+    grow_percent: int = 10
+    shrink_percent: int = 5
+    debounce_seconds: float = 2.0
+    backoff_seconds: float = 300.0
+    per_node_patches_per_second: int = 10
+    client_qps: int = 50
+    client_burst: int = 100
+    webhook_enabled: bool = True
+    webhook_initial_multiplier: Fraction = Fraction(2)
+    namespace_selector: LabelSelector = DEFAULT_NAMESPACE_SELECTOR
+    excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    excluded_owners: tuple[OwnerExclusion, ...] = ()
+    excluded_node_selector: LabelSelector | None = None
+    # Ordered: a node takes the overrides of the first pool whose selector matches it.
+    node_pools: tuple[NodePool, ...] = ()
+    # metadata.generation of the config these settings came from; None for defaults.
+    generation: int | None = None
+
+
+DEFAULT_SETTINGS: Final = Settings()

@@ -1,0 +1,127 @@
+"""What Headroom tells people about a pod: the status annotation and the event message.
+
+Both are rendered from one ``Explanation`` built from one policy computation, so the
+annotation can never disagree with the change that was applied.
+
+Slack is unbooked CPU and is never shown below zero: when the node's bookings exceed its
+allocatable CPU (pods bound before allocatable shrank, static pods, a kubelet reserving
+more), people read slack 0 and the excess as ``overbooked``, everywhere it is shown.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any, Final
+
+from app.core.labels import POLICY_VERSION
+from app.core.policy import NodeResult, PodResult, half_up_div
+from app.core.quantity import format_cores
+
+_COMPUTED_AT: Final = "computedAt"
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    factor: str
+    # Never negative; bookings beyond allocatable are in overbooked_m.
+    slack_m: int
+    overbooked_m: int
+    allocatable_m: int
+    managed_m: int
+    node_pods: int
+    current_m: int
+    target_m: int
+    dry_run: bool
+    # The node pool whose overrides applied; None when the node is in no pool.
+    pool: str | None = None
+
+
+def factor_text(factor: Fraction) -> str:
+    """The node factor with two decimals, rounded half-up: ``"2.00"``."""
+    hundredths = half_up_div(factor.numerator * 100, factor.denominator)
+    return f"{hundredths // 100}.{hundredths % 100:02d}"
+
+
+def shown_slack(slack_m: int) -> tuple[int, int]:
+    """The policy's slack ``A - R`` as people read it: (unbooked, overbooked), both >= 0."""
+    return max(slack_m, 0), max(-slack_m, 0)
+
+
+def explain(
+    node: NodeResult, pod: PodResult, *, dry_run: bool, pool: str | None = None
+) -> Explanation:
+    slack_m, overbooked_m = shown_slack(node.slack_m)
+    return Explanation(
+        factor=factor_text(node.factor),
+        slack_m=slack_m,
+        overbooked_m=overbooked_m,
+        allocatable_m=node.allocatable_m,
+        managed_m=node.managed_m,
+        node_pods=node.pod_count,
+        current_m=pod.current_m,
+        target_m=pod.target_m,
+        dry_run=dry_run,
+        pool=pool,
+    )
+
+
+def status_annotation(explanation: Explanation, *, previous: str | None, now: datetime) -> str:
+    """The annotation's JSON; ``previous`` comes back unchanged when only the time would.
+
+    ``now`` must be timezone-aware; ``computedAt`` is RFC 3339 UTC to the second.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    fields: dict[str, Any] = {
+        "factor": explanation.factor,
+        "slack": _millis(explanation.slack_m),
+        **({"overbooked": _millis(explanation.overbooked_m)} if explanation.overbooked_m else {}),
+        "managedRequests": _millis(explanation.managed_m),
+        "nodePods": explanation.node_pods,
+        "targetLimit": _millis(explanation.target_m),
+        "policy": POLICY_VERSION,
+    }
+    if explanation.pool is not None:
+        fields["pool"] = explanation.pool
+    if explanation.dry_run:
+        fields["dryRun"] = True
+    if previous is not None and _same_apart_from_time(previous, fields):
+        return previous
+    fields[_COMPUTED_AT] = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def event_message(explanation: Explanation) -> str:
+    """``1500m -> 3000m (node factor 2.00, slack 8/16 cores)``; dry-run says it would.
+
+    An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``; a node in a pool
+    adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``.
+    """
+    current = _millis(explanation.current_m) if explanation.current_m else "unset"
+    slack = format_cores(explanation.slack_m)
+    allocatable = format_cores(explanation.allocatable_m)
+    overbooked = ""
+    if explanation.overbooked_m:
+        noun = "core" if explanation.overbooked_m == 1000 else "cores"
+        overbooked = f", overbooked by {format_cores(explanation.overbooked_m)} {noun}"
+    pool = "" if explanation.pool is None else f", pool {explanation.pool}"
+    message = (
+        f"{current} -> {_millis(explanation.target_m)} "
+        f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{overbooked}{pool})"
+    )
+    return f"would set {message}" if explanation.dry_run else message
+
+
+def _same_apart_from_time(previous: str, fields: dict[str, Any]) -> bool:
+    try:
+        old = json.loads(previous)
+    except ValueError:
+        return False
+    if not isinstance(old, dict) or _COMPUTED_AT not in old:
+        return False
+    return {key: value for key, value in old.items() if key != _COMPUTED_AT} == fields
+
+
+def _millis(millis: int) -> str:
+    return f"{millis}m"

@@ -1,0 +1,586 @@
+"""Slotted pod records holding only what Headroom's decisions need.
+
+A raw pod dict weighs tens of kilobytes; a cluster-wide cache keeps these records
+instead. Stripping also settles, once, everything derived from the pod: its CPU request
+and current limit in millicores, its QoS class, whether pinning limits to requests
+would make it Guaranteed, and its ``max-cpu`` cap.
+"""
+
+import functools
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION, MODE_LABEL, STATUS_ANNOTATION
+from app.core.quantity import QuantityError, parse_quantity
+
+GUARANTEED: Final = "Guaranteed"
+BURSTABLE: Final = "Burstable"
+BEST_EFFORT: Final = "BestEffort"
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_RESIZE_PENDING: Final = "PodResizePending"
+_RESIZE_IN_PROGRESS: Final = "PodResizeInProgress"
+_NO_LABELS: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    # The group part of apiVersion: "apps" for "apps/v1", "" for the core "v1".
+    api_group: str
+    name: str
+    controller: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """An app container or a sidecar (restartable init container)."""
+
+    name: str
+    sidecar: bool
+    # 0 when the container has no CPU request; such a container is never resized.
+    cpu_request_m: int
+    cpu_limit_m: int | None
+    memory_request_bytes: int | None
+    memory_limit_bytes: int | None
+    restart_on_cpu_resize: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodLevelResources:
+    """A pod's own ``spec.resources``: Headroom sets its ``limits.cpu`` there and leaves
+    the containers' limits alone. The pod's request and current limit (``PodInfo``'s
+    ``request_m`` and ``limit_m``) are then the pod-level ones."""
+
+    # The pod-level CPU limit; None while unset.
+    cpu_limit_m: int | None
+    # The largest container CPU limit (0 if none): the API server refuses a pod-level
+    # limit below any container's.
+    container_limit_floor_m: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    # "" while the pod is not bound.
+    node_name: str
+    phase: str
+    deleting: bool
+    mirror: bool
+    # Only kube-headroom.dev/mode, the one label a decision reads.
+    labels: Mapping[str, str]
+    owners: tuple[OwnerRef, ...]
+    # App containers in spec order, then sidecars in spec order.
+    containers: tuple[ContainerInfo, ...]
+    # Those of them with a CPU request: the only ones Headroom sets limits on.
+    cpu_containers: tuple[ContainerInfo, ...]
+    # Plain (non-restartable) init containers; they do not count toward the request.
+    init_cpu_requests_m: tuple[int, ...]
+    qos_class: str
+    # Setting every CPU limit to its request would make the pod Guaranteed.
+    guaranteed_if_pinned: bool
+    # r: CPU requests of app containers and sidecars, or the pod-level request.
+    request_m: int
+    # c: their CPU limits summed over request-bearing containers; 0 if any has none.
+    # With pod-level resources: the pod-level CPU limit, 0 while unset.
+    limit_m: int
+    max_cpu_m: int | None
+    max_cpu_warning: str | None
+    # Reason of a PodResizePending condition ("Deferred", "Infeasible"), if any.
+    resize_pending: str | None
+    resize_pending_message: str
+    # PodResizeInProgress reports reason Error.
+    resize_error: bool
+    generation: int | None
+    observed_generation: int | None
+    status_annotation: str | None
+    # Set only for pods that declare pod-level resources (few do), to keep records small.
+    pod_resources: PodLevelResources | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        """Finished or being deleted: not managed, and books no CPU on its node."""
+        return self.deleting or self.phase in TERMINAL_PHASES
+
+
+@dataclass(frozen=True, slots=True)
+class _Resources:
+    cpu_request: Fraction | None
+    cpu_limit: Fraction | None
+    memory_request: Fraction | None
+    memory_limit: Fraction | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceFacts:
+    """What a pod's containers and resources settle: the same for every pod of one
+    template, so a caller reading many pods may compute it once per distinct spec."""
+
+    containers: tuple[ContainerInfo, ...]
+    cpu_containers: tuple[ContainerInfo, ...]
+    init_cpu_requests_m: tuple[int, ...]
+    qos_class: str
+    guaranteed_if_pinned: bool
+    request_m: int
+    limit_m: int
+    pod_resources: PodLevelResources | None
+
+
+# The wire schema: only the fields Headroom reads. Quantities are strings on the wire;
+# numbers are accepted as the API server's own decoder accepts them. Unknown fields are
+# skipped without being decoded, and null stands for absent, as it does for the API.
+Quantity = str | int | float
+
+
+class _QuantitiesWire(msgspec.Struct, gc=False):
+    cpu: Quantity | None = None
+    memory: Quantity | None = None
+
+
+_NO_QUANTITIES: Final = _QuantitiesWire()
+
+
+class _RequirementsWire(msgspec.Struct, gc=False):
+    requests: _QuantitiesWire | None = None
+    limits: _QuantitiesWire | None = None
+
+
+_NO_REQUIREMENTS: Final = _RequirementsWire()
+
+
+class _PodRequirementsWire(msgspec.Struct, gc=False):
+    """Pod-level resources: any resource name counts (hugepages too), so kept whole."""
+
+    requests: dict[str, Quantity] | None = None
+    limits: dict[str, Quantity] | None = None
+
+
+class _ResizePolicyWire(msgspec.Struct, gc=False):
+    resourceName: str | None = None
+    restartPolicy: str | None = None
+
+
+class ContainerWire(msgspec.Struct, gc=False):
+    name: str | None = None
+    resources: _RequirementsWire | None = None
+    resizePolicy: list[_ResizePolicyWire] | None = None
+    restartPolicy: str | None = None
+
+
+class _OwnerWire(msgspec.Struct, gc=False):
+    apiVersion: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    controller: bool | None = None
+
+
+class _LabelsWire(msgspec.Struct, gc=False):
+    mode: str | None = msgspec.field(default=None, name=MODE_LABEL)
+
+
+_NO_LABELS_WIRE: Final = _LabelsWire()
+
+
+class _AnnotationsWire(msgspec.Struct, gc=False):
+    status: str | None = msgspec.field(default=None, name=STATUS_ANNOTATION)
+    max_cpu: str | None = msgspec.field(default=None, name=MAX_CPU_ANNOTATION)
+    mirror: str | None = msgspec.field(default=None, name=MIRROR_POD_ANNOTATION)
+
+
+_NO_ANNOTATIONS: Final = _AnnotationsWire()
+
+
+class _MetadataWire(msgspec.Struct, gc=False):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    deletionTimestamp: str | None = None
+    labels: _LabelsWire | None = None
+    annotations: _AnnotationsWire | None = None
+    ownerReferences: list[_OwnerWire] | None = None
+
+
+class PodSpecWire(msgspec.Struct, gc=False):
+    nodeName: str | None = None
+    containers: list[ContainerWire] | None = None
+    initContainers: list[ContainerWire] | None = None
+    resources: _PodRequirementsWire | None = None
+
+
+class _ConditionWire(msgspec.Struct, gc=False):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class _StatusWire(msgspec.Struct, gc=False):
+    phase: str | None = None
+    qosClass: str | None = None
+    observedGeneration: int | None = None
+    conditions: list[_ConditionWire] | None = None
+
+
+class PodWire(msgspec.Struct, gc=False):
+    metadata: _MetadataWire | None = None
+    spec: PodSpecWire | None = None
+    status: _StatusWire | None = None
+
+
+_NO_METADATA: Final = _MetadataWire()
+_NO_SPEC: Final = PodSpecWire()
+_NO_STATUS: Final = _StatusWire()
+_POD_DECODER: Final = msgspec.json.Decoder(PodWire)
+
+
+class PodShapeError(ValueError):
+    """A pod object whose fields have the wrong JSON types; the message names the field."""
+
+
+def decode_pod(data: bytes | memoryview) -> PodWire:
+    """Decode a pod's JSON straight into the fields Headroom reads, skipping the rest.
+
+    Skipped fields (env, volumes, managedFields, other labels and annotations, container
+    statuses) are never turned into Python objects: decoding costs a fraction of a full
+    parse and leaves almost no garbage behind.
+    """
+    try:
+        return _POD_DECODER.decode(data)
+    except msgspec.ValidationError as err:
+        raise PodShapeError(str(err)) from err
+
+
+def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
+    """Strip a pod held as a dict (an admission request, a listed or saved item).
+
+    ``facts``, when given, must be ``resource_facts`` of this pod's spec and status QoS
+    class; they are then not worked out again. Raises ``PodShapeError`` when a field has
+    the wrong type and ``QuantityError`` on a bad quantity.
+    """
+    return pod_info(_convert(obj, PodWire), facts=facts)
+
+
+def resource_facts(
+    spec: Mapping[str, Any] | PodSpecWire, *, qos_class: str | None
+) -> ResourceFacts:
+    """The facts of a pod spec; ``qos_class`` is the one in the pod's status, if any.
+
+    Raises ``QuantityError`` on a bad quantity.
+    """
+    wire = spec if isinstance(spec, PodSpecWire) else _convert(spec, PodSpecWire)
+    inits = wire.initContainers or ()
+    apps = wire.containers or ()
+    sidecars = [c for c in inits if c.restartPolicy == "Always"]
+    plain_inits = [c for c in inits if c.restartPolicy != "Always"]
+    app_resources = [_resources(c) for c in apps]
+    sidecar_resources = [_resources(c) for c in sidecars]
+    plain_resources = [_resources(c) for c in plain_inits]
+    containers = (
+        *(
+            _container(c, sidecar=False, resources=r)
+            for c, r in zip(apps, app_resources, strict=True)
+        ),
+        *(
+            _container(c, sidecar=True, resources=r)
+            for c, r in zip(sidecars, sidecar_resources, strict=True)
+        ),
+    )
+    resizable = [*app_resources, *sidecar_resources]
+    cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
+    limits = [c.cpu_limit_m for c in cpu_containers]
+    request_m = sum(c.cpu_request_m for c in cpu_containers)
+    limit_m = 0 if None in limits else sum(c or 0 for c in limits)
+    qos = qos_class
+    pod_level = _pod_level(wire.resources, containers=resizable)
+    pod_resources = None
+    if pod_level is None:
+        qos = qos or _qos([*resizable, *plain_resources])
+        # The pod as it would be if the policy gave it no burst at all.
+        pinned = [
+            _Resources(r.cpu_request, r.cpu_request, r.memory_request, r.memory_limit)
+            if r.cpu_request
+            else r
+            for r in resizable
+        ]
+        guaranteed_if_pinned = _qos([*pinned, *plain_resources]) == GUARANTEED
+    else:
+        qos = qos or _requirements_qos(pod_level)
+        pinned_pod = _Resources(
+            pod_level.cpu_request,
+            pod_level.cpu_request,
+            pod_level.memory_request,
+            pod_level.memory_limit,
+        )
+        guaranteed_if_pinned = _requirements_qos(pinned_pod) == GUARANTEED
+        request_m = _millis(pod_level.cpu_request) or 0
+        limit_m = _millis(pod_level.cpu_limit) or 0
+        pod_resources = PodLevelResources(
+            cpu_limit_m=_millis(pod_level.cpu_limit),
+            container_limit_floor_m=max((c.cpu_limit_m or 0 for c in containers), default=0),
+        )
+    return ResourceFacts(
+        containers=containers,
+        cpu_containers=cpu_containers,
+        init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
+        qos_class=qos,
+        guaranteed_if_pinned=guaranteed_if_pinned,
+        request_m=request_m,
+        limit_m=limit_m,
+        pod_resources=pod_resources,
+    )
+
+
+def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
+    """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
+    metadata = wire.metadata or _NO_METADATA
+    spec = wire.spec or _NO_SPEC
+    status = wire.status or _NO_STATUS
+    annotations = metadata.annotations or _NO_ANNOTATIONS
+    if facts is None:
+        facts = resource_facts(spec, qos_class=status.qosClass)
+    max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
+    pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
+    return PodInfo(
+        namespace=sys.intern(metadata.namespace or ""),
+        name=metadata.name or "",
+        uid=metadata.uid or "",
+        node_name=sys.intern(spec.nodeName or ""),
+        phase=sys.intern(status.phase or ""),
+        deleting=metadata.deletionTimestamp is not None,
+        mirror=annotations.mirror is not None,
+        labels=_own_labels((metadata.labels or _NO_LABELS_WIRE).mode),
+        owners=tuple(_owner(ref) for ref in metadata.ownerReferences or ()),
+        containers=facts.containers,
+        cpu_containers=facts.cpu_containers,
+        init_cpu_requests_m=facts.init_cpu_requests_m,
+        qos_class=facts.qos_class,
+        guaranteed_if_pinned=facts.guaranteed_if_pinned,
+        request_m=facts.request_m,
+        limit_m=facts.limit_m,
+        max_cpu_m=max_cpu_m,
+        max_cpu_warning=max_cpu_warning,
+        resize_pending=pending_reason,
+        resize_pending_message=pending_message,
+        resize_error=resize_error,
+        generation=metadata.generation,
+        observed_generation=status.observedGeneration,
+        status_annotation=annotations.status,
+        pod_resources=facts.pod_resources,
+    )
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """The QoS class the API server computes for a pod spec (init containers included).
+
+    Pod-level resources, when the pod declares any, decide it alone.
+    """
+    wire = _convert(spec, PodSpecWire)
+    resources = [_resources(c) for c in (*(wire.containers or ()), *(wire.initContainers or ()))]
+    pod_level = _pod_level(wire.resources, containers=resources)
+    return _qos(resources) if pod_level is None else _requirements_qos(pod_level)
+
+
+def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
+    """The ``max-cpu`` annotation as ``(cap in millicores, None)``, or ``(None, warning)``.
+
+    An invalid or non-positive value is ignored; the warning is for an event.
+    """
+    if text is None:
+        return None, None
+    try:
+        value = parse_quantity(text)
+    except QuantityError as error:
+        return None, f"ignoring {MAX_CPU_ANNOTATION}: {error}"
+    if value <= 0:
+        return None, f"ignoring {MAX_CPU_ANNOTATION}={text!r}: must be greater than 0"
+    return math.ceil(value * 1000), None
+
+
+def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
+    """R: CPU requested by every non-terminal pod in ``pods`` (managed or not)."""
+    return sum(pod.request_m for pod in pods if not pod.terminal)
+
+
+T = TypeVar("T")
+
+
+def _convert(obj: Mapping[str, Any], wire: type[T]) -> T:
+    try:
+        return msgspec.convert(obj, wire)
+    except msgspec.ValidationError as err:
+        raise PodShapeError(str(err)) from err
+
+
+def _pod_level(
+    resources: _PodRequirementsWire | None, *, containers: Sequence[_Resources]
+) -> _Resources | None:
+    """Pod-level CPU and memory as the API server stores them, or None when the pod
+    declares no pod-level resources.
+
+    Requests are defaulted the way the API server does (so a pod still under admission
+    reads like the stored one): with pod-level limits, a missing request is the sum of
+    the containers' requests, or the pod-level limit when no container requests it.
+    """
+    if resources is None:
+        return None
+    requests = resources.requests or {}
+    limits = resources.limits or {}
+    if not any(_pod_level_resource(name) for name in (*requests, *limits)):
+        return None
+    cpu_limit = _quantity(limits.get("cpu"))
+    memory_limit = _quantity(limits.get("memory"))
+    cpu_request = _quantity(requests.get("cpu"))
+    memory_request = _quantity(requests.get("memory"))
+    if limits:
+        if cpu_request is None:
+            cpu_request = _sum_or_none([c.cpu_request for c in containers]) or cpu_limit
+        if memory_request is None:
+            memory_request = _sum_or_none([c.memory_request for c in containers]) or memory_limit
+    elif cpu_request is None:
+        cpu_request = _sum_or_none([c.cpu_request for c in containers])
+    return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def _sum_or_none(values: Sequence[Fraction | None]) -> Fraction | None:
+    present = [value for value in values if value]
+    return sum(present, Fraction(0)) if present else None
+
+
+def _resources(container: ContainerWire) -> _Resources:
+    resources = container.resources or _NO_REQUIREMENTS
+    requests = resources.requests or _NO_QUANTITIES
+    limits = resources.limits or _NO_QUANTITIES
+    cpu_limit = _quantity(limits.cpu)
+    memory_limit = _quantity(limits.memory)
+    # API-server defaulting: a limit without a request sets the request.
+    cpu_request = _quantity(requests.cpu if requests.cpu is not None else limits.cpu)
+    memory_request = _quantity(requests.memory if requests.memory is not None else limits.memory)
+    return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
+
+
+def _container(container: ContainerWire, *, sidecar: bool, resources: _Resources) -> ContainerInfo:
+    restart = any(
+        policy.resourceName == "cpu" and policy.restartPolicy == "RestartContainer"
+        for policy in container.resizePolicy or ()
+    )
+    return ContainerInfo(
+        name=container.name or "",
+        sidecar=sidecar,
+        cpu_request_m=_millis(resources.cpu_request) or 0,
+        cpu_limit_m=_millis(resources.cpu_limit),
+        memory_request_bytes=_ceil(resources.memory_request),
+        memory_limit_bytes=_ceil(resources.memory_limit),
+        restart_on_cpu_resize=restart,
+    )
+
+
+def _own_labels(mode: str | None) -> Mapping[str, str]:
+    """Only the label a decision reads (the opt-out): a pod's other labels would cost
+    about half a kilobyte per cached pod."""
+    return _NO_LABELS if mode is None else {MODE_LABEL: sys.intern(mode)}
+
+
+def _owner(ref: _OwnerWire) -> OwnerRef:
+    group, _, _ = (ref.apiVersion or "").rpartition("/")
+    return OwnerRef(
+        kind=sys.intern(ref.kind or ""),
+        api_group=sys.intern(group),
+        name=ref.name or "",
+        controller=bool(ref.controller),
+    )
+
+
+def _resize_conditions(conditions: Sequence[_ConditionWire]) -> tuple[str | None, str, bool]:
+    pending: str | None = None
+    message = ""
+    error = False
+    for condition in conditions:
+        if condition.status != "True":
+            continue
+        if condition.type == _RESIZE_PENDING:
+            pending = condition.reason or ""
+            message = condition.message or ""
+        elif condition.type == _RESIZE_IN_PROGRESS:
+            error = condition.reason == "Error"
+    return pending, message, error
+
+
+def _qos(containers: Sequence[_Resources]) -> str:
+    """``ComputePodQOS``: compares summed requests and limits, zero counting as unset."""
+    cpu_requests = [r.cpu_request for r in containers if r.cpu_request]
+    memory_requests = [r.memory_request for r in containers if r.memory_request]
+    cpu_limits = [r.cpu_limit for r in containers if r.cpu_limit]
+    memory_limits = [r.memory_limit for r in containers if r.memory_limit]
+    if not (cpu_requests or memory_requests or cpu_limits or memory_limits):
+        return BEST_EFFORT
+    every_limit_set = all(r.cpu_limit and r.memory_limit for r in containers)
+    if (
+        every_limit_set
+        and bool(cpu_requests)
+        and bool(memory_requests)
+        and _exact_sum(cpu_requests) == _exact_sum(cpu_limits)
+        and _exact_sum(memory_requests) == _exact_sum(memory_limits)
+    ):
+        return GUARANTEED
+    return BURSTABLE
+
+
+def _requirements_qos(resources: _Resources) -> str:
+    """``requirementsQOS`` over one set of requests and limits (pod-level resources):
+    per resource, equal non-zero values are Guaranteed, both unset BestEffort."""
+    classes = set()
+    for request, limit in (
+        (resources.cpu_request, resources.cpu_limit),
+        (resources.memory_request, resources.memory_limit),
+    ):
+        if (request or 0) != (limit or 0):
+            return BURSTABLE
+        classes.add(GUARANTEED if request else BEST_EFFORT)
+    return classes.pop() if len(classes) == 1 else BURSTABLE
+
+
+def _exact_sum(values: Sequence[Fraction]) -> Fraction:
+    """``sum(values)``, without a Fraction addition (and its gcd) per term when the values
+    share one denominator, as byte counts and millicores of one pod usually do."""
+    denominator = values[0].denominator
+    if all(value.denominator == denominator for value in values):
+        return Fraction(sum(value.numerator for value in values), denominator)
+    return sum(values, Fraction(0))
+
+
+def _quantity(value: object) -> Fraction | None:
+    if value is None:
+        return None
+    return parse_quantity(str(value))
+
+
+# Cached like parse_quantity: the same few values recur on every pod.
+@functools.lru_cache(maxsize=4096)
+def _millis(value: Fraction | None) -> int | None:
+    if value is None:
+        return None
+    if value < 0:
+        raise QuantityError(f"CPU quantity {value} is negative")
+    return math.ceil(value * 1000)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ceil(value: Fraction | None) -> int | None:
+    return None if value is None else math.ceil(value)

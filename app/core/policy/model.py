@@ -1,0 +1,85 @@
+"""Inputs and results of the per-node computation."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from typing import NamedTuple
+
+from app.core.limitrange import LimitRangeCaps
+from app.core.pods import PodInfo
+
+
+class Cap(StrEnum):
+    """What set a pod's ceiling ``hi``; on ties the most specific cap is named."""
+
+    ALLOCATABLE = "allocatable"
+    MAX_MULTIPLIER = "max-multiplier"
+    LIMIT_RANGE = "limit-range"
+    MAX_CPU = "max-cpu"
+    # Every cap was below the request, so the ceiling is the request itself.
+    REQUEST = "request"
+    # Pod-level limits only: a container's own CPU limit is above every cap, and the
+    # pod-level limit may not be below it.
+    CONTAINER_LIMIT = "container-limit"
+
+
+class Reason(StrEnum):
+    """Why a pod is or is not patched."""
+
+    GROW = "grow"
+    SHRINK = "shrink"
+    # Some request-bearing container has no CPU limit yet.
+    NO_LIMIT = "no-limit"
+    AT_TARGET = "at-target"
+    IN_DEADBAND = "in-deadband"
+    # Any allowed target would make the pod Guaranteed, so it is left alone.
+    QOS_GUARD = "qos-guard"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInput:
+    name: str
+    allocatable_m: int
+    # R: requests of every non-terminal pod bound to the node, managed or not.
+    booked_m: int
+    # The node's managed pods only (each with a CPU request).
+    pods: Sequence[PodInfo]
+    # LimitRange caps by namespace; namespaces without LimitRanges may be absent.
+    limit_ranges: Mapping[str, LimitRangeCaps] = field(default_factory=dict)
+
+
+# Results are NamedTuples: immutable like frozen dataclasses, and three times cheaper to
+# build, which matters at one per pod and container on every node computation.
+class ContainerLimit(NamedTuple):
+    name: str
+    sidecar: bool
+    limit_m: int
+
+
+class PodResult(NamedTuple):
+    pod: PodInfo
+    request_m: int
+    current_m: int
+    target_m: int
+    hi_m: int
+    hi_cap: Cap
+    # The formula asked for more than hi.
+    capped: bool
+    # Limits for the request-bearing containers; empty when the QoS guard skips the pod
+    # and for pods with pod-level resources, whose pod-level limit is the target.
+    containers: tuple[ContainerLimit, ...]
+    patch: bool
+    reason: Reason
+
+
+@dataclass(frozen=True, slots=True)
+class NodeResult:
+    name: str
+    allocatable_m: int
+    booked_m: int
+    slack_m: int
+    managed_m: int
+    pod_count: int
+    factor: Fraction
+    pods: tuple[PodResult, ...]

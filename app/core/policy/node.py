@@ -1,0 +1,194 @@
+"""The proportional policy for one node (design section 2): pure, deterministic, no I/O."""
+
+from fractions import Fraction
+
+from app.core.config import Settings
+from app.core.limitrange import LimitRangeCaps
+from app.core.pods import PodInfo
+from app.core.policy.arithmetic import half_up_div, quantize
+from app.core.policy.deadband import PATCH_REASONS, decide
+from app.core.policy.model import Cap, ContainerLimit, NodeInput, NodeResult, PodResult, Reason
+from app.core.policy.split import split_target
+
+
+def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
+    """Slack, factor and every managed pod's target limit and patch decision.
+
+    With slack ``S``, managed requests ``M`` over ``N`` pods and a pod request ``r``:
+    ``raw = r + round(max(S*r/M, min(floor, S/N)))`` when ``S > 0``, else ``r``; then
+    clamped to ``[r, hi]``, quantized, guarded against a QoS change and run through
+    the deadband.
+    """
+    slack = node.allocatable_m - node.booked_m
+    managed = sum(pod.request_m for pod in node.pods)
+    count = len(node.pods)
+    bursting = slack > 0 and managed > 0
+    computation = _Computation(
+        node=node,
+        settings=settings,
+        slack=slack,
+        managed=managed,
+        floor_share=min(settings.min_burst_floor_m, half_up_div(slack, count)) if bursting else 0,
+        bursting=bursting,
+    )
+    return NodeResult(
+        name=node.name,
+        allocatable_m=node.allocatable_m,
+        booked_m=node.booked_m,
+        slack_m=slack,
+        managed_m=managed,
+        pod_count=count,
+        factor=1 + Fraction(slack, managed) if bursting else Fraction(1),
+        pods=tuple(computation.pod(pod) for pod in node.pods),
+    )
+
+
+class _Computation:
+    """Per-node constants, hoisted out of the per-pod loop."""
+
+    __slots__ = (
+        "allocatable",
+        "bursting",
+        "floor_share",
+        "grow_percent",
+        "limit_ranges",
+        "managed",
+        "multiplier_den",
+        "multiplier_num",
+        "quantum",
+        "shrink_percent",
+        "slack",
+    )
+
+    def __init__(
+        self,
+        *,
+        node: NodeInput,
+        settings: Settings,
+        slack: int,
+        managed: int,
+        floor_share: int,
+        bursting: bool,
+    ) -> None:
+        self.allocatable = node.allocatable_m
+        self.limit_ranges = node.limit_ranges
+        self.slack = slack
+        self.managed = managed
+        self.floor_share = floor_share
+        self.bursting = bursting
+        self.multiplier_num = settings.max_multiplier.numerator
+        self.multiplier_den = settings.max_multiplier.denominator
+        self.quantum = settings.quantum_m
+        self.grow_percent = settings.grow_percent
+        self.shrink_percent = settings.shrink_percent
+
+    def pod(self, pod: PodInfo) -> PodResult:
+        request = pod.request_m
+        raw = request
+        if self.bursting:
+            raw += max(half_up_div(self.slack * request, self.managed), self.floor_share)
+        caps = self.limit_ranges.get(pod.namespace)
+        pod_level = pod.pod_resources
+        if pod_level is None:
+            container_caps = None if caps is None else _container_caps(pod, caps)
+            floor = request
+        else:
+            # Container-type LimitRange caps bound the containers, which Headroom leaves
+            # alone; the pod-level limit may not go below any container's limit.
+            container_caps = None
+            floor = max(request, pod_level.container_limit_floor_m)
+        hi, hi_cap = self.ceiling(pod, caps=caps, container_caps=container_caps, floor=floor)
+        target = quantize(min(max(raw, floor), hi), request=floor, hi=hi, quantum=self.quantum)
+        if pod.guaranteed_if_pinned and floor == request:
+            # Limits all equal to requests would make the pod Guaranteed, and a resize
+            # may not change the QoS class.
+            if hi < request + self.quantum:
+                return PodResult(
+                    pod=pod,
+                    request_m=request,
+                    current_m=pod.limit_m,
+                    target_m=pod.limit_m,
+                    hi_m=hi,
+                    hi_cap=hi_cap,
+                    capped=raw > hi,
+                    containers=(),
+                    patch=False,
+                    reason=Reason.QOS_GUARD,
+                )
+            target = max(target, request + self.quantum)
+        reason = decide(
+            target_m=target,
+            current_m=pod.limit_m,
+            grow_percent=self.grow_percent,
+            shrink_percent=self.shrink_percent,
+        )
+        # Positional: keyword construction of a NamedTuple costs twice as much.
+        return PodResult(
+            pod,
+            request,
+            pod.limit_m,
+            target,
+            hi,
+            hi_cap,
+            raw > hi,
+            () if pod_level is not None else _containers(pod, target=target, caps=container_caps),
+            reason in PATCH_REASONS,
+            reason,
+        )
+
+    def ceiling(
+        self,
+        pod: PodInfo,
+        *,
+        caps: LimitRangeCaps | None,
+        container_caps: list[int] | None,
+        floor: int,
+    ) -> tuple[int, Cap]:
+        """``hi`` and the cap that set it; later caps win ties, being more specific.
+
+        Never below ``floor``: the request, or for pod-level limits the largest container
+        limit when that is higher.
+        """
+        request = pod.request_m
+        hi, cap = self.allocatable, Cap.ALLOCATABLE
+        if self.multiplier_num:
+            by_multiplier = half_up_div(request * self.multiplier_num, self.multiplier_den)
+            if by_multiplier <= hi:
+                hi, cap = by_multiplier, Cap.MAX_MULTIPLIER
+        if caps is not None:
+            for limit in (caps.pod_cap_m(request), _sum_or_none(container_caps)):
+                if limit is not None and limit <= hi:
+                    hi, cap = limit, Cap.LIMIT_RANGE
+        if pod.max_cpu_m is not None and pod.max_cpu_m <= hi:
+            hi, cap = pod.max_cpu_m, Cap.MAX_CPU
+        if hi < floor:
+            return floor, Cap.REQUEST if floor == request else Cap.CONTAINER_LIMIT
+        return hi, cap
+
+
+def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
+    """Each request-bearing container's LimitRange cap (never below its request)."""
+    if caps.container_max_m is None and caps.container_ratio is None:
+        return None
+    result = []
+    for container in pod.cpu_containers:
+        cap = caps.container_cap_m(container.cpu_request_m)
+        assert cap is not None  # a container max or ratio is set
+        result.append(max(cap, container.cpu_request_m))
+    return result
+
+
+def _sum_or_none(values: list[int] | None) -> int | None:
+    return None if values is None else sum(values)
+
+
+def _containers(pod: PodInfo, *, target: int, caps: list[int] | None) -> tuple[ContainerLimit, ...]:
+    containers = pod.cpu_containers
+    if len(containers) == 1:
+        only = containers[0]
+        return (ContainerLimit(only.name, only.sidecar, target),)
+    limits = split_target(requests=[c.cpu_request_m for c in containers], caps=caps, total=target)
+    return tuple(
+        ContainerLimit(c.name, c.sidecar, limit)
+        for c, limit in zip(containers, limits, strict=True)
+    )

@@ -1,0 +1,1 @@
+"""Talking to the world: the API server transport, list/watch, kubeconfig, serving and logging."""

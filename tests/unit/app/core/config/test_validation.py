@@ -1,0 +1,422 @@
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from app.core.config import (
+    DEFAULT_SETTINGS,
+    ConfigError,
+    OwnerExclusion,
+    parse_config,
+    parse_label_selector,
+    validate_config,
+)
+from tests.unit.app.builders import headroom_config
+
+FULL_SPEC: dict[str, Any] = {
+    "policy": "Proportional",
+    "dryRun": False,
+    "minBurstFloor": "500m",
+    "maxMultiplier": "4.5",
+    "quantum": "50m",
+    "deadband": {"growPercent": 20, "shrinkPercent": 10},
+    "debouncePeriod": "1m30s",
+    "backoffPeriod": "10m",
+    "rateLimits": {"perNodePatchesPerSecond": 5, "clientQPS": 20, "clientBurst": 40},
+    "webhook": {"enabled": False, "initialMultiplier": "3"},
+    "namespaceSelector": {"matchLabels": {"team": "a"}},
+    "excludedNamespaces": ["kube-system", "monitoring"],
+    "excludedOwners": [
+        {"kind": "DaemonSet"},
+        {"kind": "StatefulSet", "apiGroup": "apps", "name": "db"},
+    ],
+    "excludedNodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]},
+}
+
+
+def test_no_config_gives_the_defaults() -> None:
+    assert parse_config(None) is DEFAULT_SETTINGS
+
+
+def test_empty_spec_gives_the_defaults_and_the_generation() -> None:
+    assert parse_config(headroom_config(generation=7)) == replace(DEFAULT_SETTINGS, generation=7)
+
+
+def test_default_values() -> None:
+    settings = DEFAULT_SETTINGS
+    assert settings.policy == "Proportional"
+    assert settings.dry_run is True
+    assert settings.min_burst_floor_m == 1000
+    assert settings.max_multiplier == 10
+    assert settings.quantum_m == 10
+    assert (settings.grow_percent, settings.shrink_percent) == (10, 5)
+    assert (settings.debounce_seconds, settings.backoff_seconds) == (2.0, 300.0)
+    assert (settings.per_node_patches_per_second, settings.client_qps) == (10, 50)
+    assert settings.client_burst == 100
+    assert settings.webhook_enabled is True
+    assert settings.webhook_initial_multiplier == 2
+    assert settings.namespace_selector.matches({"kube-headroom.dev/mode": "managed"})
+    assert not settings.namespace_selector.matches({"kube-headroom.dev/mode": "Managed"})
+    assert settings.excluded_namespaces == frozenset({"kube-system"})
+    assert settings.excluded_owners == ()
+    assert settings.excluded_node_selector is None
+
+
+def test_every_field_is_parsed() -> None:
+    settings = parse_config(headroom_config(generation=3, spec=FULL_SPEC))
+    assert settings == replace(
+        DEFAULT_SETTINGS,
+        dry_run=False,
+        min_burst_floor_m=500,
+        max_multiplier=Fraction(9, 2),
+        quantum_m=50,
+        grow_percent=20,
+        shrink_percent=10,
+        debounce_seconds=90.0,
+        backoff_seconds=600.0,
+        per_node_patches_per_second=5,
+        client_qps=20,
+        client_burst=40,
+        webhook_enabled=False,
+        webhook_initial_multiplier=Fraction(3),
+        namespace_selector=parse_label_selector({"matchLabels": {"team": "a"}}),
+        excluded_namespaces=frozenset({"kube-system", "monitoring"}),
+        excluded_owners=(
+            OwnerExclusion(kind="DaemonSet"),
+            OwnerExclusion(kind="StatefulSet", api_group="apps", name="db"),
+        ),
+        excluded_node_selector=parse_label_selector(
+            {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
+        ),
+        generation=3,
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param({"deadband": None, "rateLimits": None, "webhook": None}, id="null-parents"),
+        pytest.param({"deadband": {}, "rateLimits": {}, "webhook": {}}, id="empty-parents"),
+        pytest.param(
+            dict.fromkeys(FULL_SPEC),
+            id="every-field-null",
+        ),
+    ],
+)
+def test_defaults_apply_at_every_level(spec: dict[str, Any]) -> None:
+    assert parse_config(headroom_config(spec=spec)) == replace(DEFAULT_SETTINGS, generation=1)
+
+
+def test_a_partial_parent_keeps_the_defaults_of_its_other_fields() -> None:
+    settings = parse_config(headroom_config(spec={"deadband": {"growPercent": 25}}))
+    assert (settings.grow_percent, settings.shrink_percent) == (25, 5)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "value"),
+    [
+        pytest.param({"maxMultiplier": "0"}, "max_multiplier", Fraction(0), id="multiplier-off"),
+        pytest.param(
+            {"maxMultiplier": 100}, "max_multiplier", Fraction(100), id="integer-quantity"
+        ),
+        pytest.param({"minBurstFloor": "0"}, "min_burst_floor_m", 0, id="floor-off"),
+        pytest.param({"minBurstFloor": "0.0001"}, "min_burst_floor_m", 1, id="floor-rounds-up"),
+        pytest.param({"quantum": "1m"}, "quantum_m", 1, id="fine-quantum"),
+        pytest.param({"debouncePeriod": "0s"}, "debounce_seconds", 0.0, id="no-debounce"),
+        pytest.param(
+            {"excludedNamespaces": []}, "excluded_namespaces", frozenset(), id="none-excluded"
+        ),
+        pytest.param(
+            {"webhook": {"initialMultiplier": "1"}},
+            "webhook_initial_multiplier",
+            Fraction(1),
+            id="initial-multiplier-one",
+        ),
+        pytest.param(
+            {"excludedOwners": [{"kind": "Job", "apiGroup": ""}]},
+            "excluded_owners",
+            (OwnerExclusion(kind="Job", api_group=""),),
+            id="core-group-owner",
+        ),
+    ],
+)
+def test_edge_values_are_legal(spec: dict[str, Any], field: str, value: object) -> None:
+    assert getattr(parse_config(headroom_config(spec=spec)), field) == value
+
+
+@pytest.mark.parametrize(
+    ("config", "paths"),
+    [
+        pytest.param(headroom_config(name="default"), ["metadata.name"], id="not-the-singleton"),
+        pytest.param({"spec": {}}, ["metadata.name"], id="no-metadata"),
+        pytest.param({"metadata": "cluster"}, ["metadata", "metadata.name"], id="bad-metadata"),
+        pytest.param({"metadata": {"name": "cluster"}, "spec": []}, ["spec"], id="spec-not-object"),
+        pytest.param(headroom_config(spec={"polcy": "x"}), ["spec.polcy"], id="unknown-field"),
+        pytest.param(headroom_config(spec={"policy": "Greedy"}), ["spec.policy"], id="bad-policy"),
+        pytest.param(headroom_config(spec={"dryRun": "yes"}), ["spec.dryRun"], id="dryrun-string"),
+        pytest.param(
+            headroom_config(spec={"minBurstFloor": "-1"}),
+            ["spec.minBurstFloor"],
+            id="negative-floor",
+        ),
+        pytest.param(
+            headroom_config(spec={"minBurstFloor": "1 core"}),
+            ["spec.minBurstFloor"],
+            id="bad-quantity",
+        ),
+        pytest.param(
+            headroom_config(spec={"minBurstFloor": 0.5}),
+            ["spec.minBurstFloor"],
+            id="float-quantity",
+        ),
+        pytest.param(
+            headroom_config(spec={"minBurstFloor": True}),
+            ["spec.minBurstFloor"],
+            id="bool-quantity",
+        ),
+        pytest.param(
+            headroom_config(spec={"maxMultiplier": "101"}),
+            ["spec.maxMultiplier"],
+            id="multiplier-high",
+        ),
+        pytest.param(
+            headroom_config(spec={"maxMultiplier": "-1"}),
+            ["spec.maxMultiplier"],
+            id="multiplier-negative",
+        ),
+        pytest.param(headroom_config(spec={"quantum": "0"}), ["spec.quantum"], id="zero-quantum"),
+        pytest.param(
+            headroom_config(spec={"quantum": "-10m"}), ["spec.quantum"], id="negative-quantum"
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": {"growPercent": 101}}),
+            ["spec.deadband.growPercent"],
+            id="grow-above-100",
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": {"shrinkPercent": -1}}),
+            ["spec.deadband.shrinkPercent"],
+            id="shrink-negative",
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": {"growPercent": "10"}}),
+            ["spec.deadband.growPercent"],
+            id="grow-string",
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": {"growPercent": True}}),
+            ["spec.deadband.growPercent"],
+            id="grow-bool",
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": {"grow": 10}}),
+            ["spec.deadband.grow"],
+            id="unknown-deadband-field",
+        ),
+        pytest.param(
+            headroom_config(spec={"deadband": 10}), ["spec.deadband"], id="deadband-scalar"
+        ),
+        pytest.param(
+            headroom_config(spec={"debouncePeriod": "2"}), ["spec.debouncePeriod"], id="no-unit"
+        ),
+        pytest.param(
+            headroom_config(spec={"debouncePeriod": 2}), ["spec.debouncePeriod"], id="duration-int"
+        ),
+        pytest.param(
+            headroom_config(spec={"backoffPeriod": "-5m"}),
+            ["spec.backoffPeriod"],
+            id="negative-backoff",
+        ),
+        pytest.param(
+            headroom_config(spec={"rateLimits": {"clientQPS": 0}}),
+            ["spec.rateLimits.clientQPS"],
+            id="zero-qps",
+        ),
+        pytest.param(
+            headroom_config(spec={"rateLimits": {"perNodePatchesPerSecond": 0, "clientBurst": 0}}),
+            ["spec.rateLimits.perNodePatchesPerSecond", "spec.rateLimits.clientBurst"],
+            id="zero-rates",
+        ),
+        pytest.param(
+            headroom_config(spec={"webhook": {"enabled": 1}}),
+            ["spec.webhook.enabled"],
+            id="enabled-int",
+        ),
+        pytest.param(
+            headroom_config(spec={"webhook": {"initialMultiplier": "0.5"}}),
+            ["spec.webhook.initialMultiplier"],
+            id="initial-below-one",
+        ),
+        pytest.param(
+            headroom_config(spec={"webhook": {"initialMultiplier": "101"}}),
+            ["spec.webhook.initialMultiplier"],
+            id="initial-above-100",
+        ),
+        pytest.param(
+            headroom_config(spec={"webhook": {"mode": "x"}}),
+            ["spec.webhook.mode"],
+            id="unknown-webhook-field",
+        ),
+        pytest.param(
+            headroom_config(
+                spec={"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}
+            ),
+            ["spec.namespaceSelector.matchExpressions[0].operator"],
+            id="bad-namespace-selector",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"a": "b c"}}}),
+            ["spec.excludedNodeSelector.matchLabels[a]"],
+            id="bad-node-selector",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedNamespaces": "kube-system"}),
+            ["spec.excludedNamespaces"],
+            id="namespaces-not-list",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedNamespaces": ["kube-system", "", 3]}),
+            ["spec.excludedNamespaces[1]", "spec.excludedNamespaces[2]"],
+            id="bad-namespace-names",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedOwners": {"kind": "Job"}}),
+            ["spec.excludedOwners"],
+            id="owners-not-list",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedOwners": ["Job"]}),
+            ["spec.excludedOwners[0]"],
+            id="owner-not-object",
+        ),
+        pytest.param(
+            headroom_config(spec={"excludedOwners": [{"name": "x"}]}),
+            ["spec.excludedOwners[0].kind"],
+            id="owner-without-kind",
+        ),
+        pytest.param(
+            headroom_config(
+                spec={"excludedOwners": [{"kind": "Job", "apiGroup": 1, "name": "", "uid": "u"}]}
+            ),
+            [
+                "spec.excludedOwners[0].uid",
+                "spec.excludedOwners[0].apiGroup",
+                "spec.excludedOwners[0].name",
+            ],
+            id="owner-bad-fields",
+        ),
+    ],
+)
+def test_every_error_carries_its_field_path(config: dict[str, Any], paths: list[str]) -> None:
+    result = validate_config(config)
+    assert not result.allowed
+    assert [error.path for error in result.errors] == paths
+    with pytest.raises(ConfigError) as raised:
+        parse_config(config)
+    assert raised.value.errors == result.errors
+
+
+def test_all_errors_are_reported_at_once() -> None:
+    config = headroom_config(
+        name="other",
+        spec={
+            "policy": "Greedy",
+            "quantum": "0",
+            "deadband": {"growPercent": 200, "shrinkPercent": -5},
+            "rateLimits": None,
+            "webhook": {"initialMultiplier": "1e3m"},
+            "extra": True,
+        },
+    )
+    result = validate_config(config)
+    assert [error.path for error in result.errors] == [
+        "metadata.name",
+        "spec.extra",
+        "spec.policy",
+        "spec.quantum",
+        "spec.deadband.growPercent",
+        "spec.deadband.shrinkPercent",
+        "spec.webhook.initialMultiplier",
+    ]
+    assert "spec.deadband.growPercent: must be between 0 and 100" in str(ConfigError(result.errors))
+
+
+def test_a_valid_config_is_allowed_without_warnings() -> None:
+    result = validate_config(headroom_config())
+    assert result.allowed
+    assert result.errors == ()
+    assert result.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("spec", "paths"),
+    [
+        pytest.param({"dryRun": False}, ["spec.dryRun"], id="enforcing"),
+        pytest.param({"maxMultiplier": "0"}, ["spec.maxMultiplier"], id="uncapped"),
+        pytest.param(
+            {"maxMultiplier": "0.5"},
+            ["spec.maxMultiplier", "spec.webhook.initialMultiplier"],
+            id="multiplier-below-one",
+        ),
+        pytest.param({"quantum": "1"}, ["spec.quantum"], id="huge-quantum"),
+        pytest.param(
+            {"deadband": {"growPercent": 0, "shrinkPercent": 0}},
+            ["spec.deadband.growPercent"],
+            id="no-grow-band",
+        ),
+        pytest.param(
+            {"deadband": {"growPercent": 5, "shrinkPercent": 10}},
+            ["spec.deadband.shrinkPercent"],
+            id="shrink-wider-than-grow",
+        ),
+        pytest.param({"debouncePeriod": "0"}, ["spec.debouncePeriod"], id="no-debounce"),
+        pytest.param({"backoffPeriod": "0s"}, ["spec.backoffPeriod"], id="no-backoff"),
+        pytest.param({"namespaceSelector": {}}, ["spec.namespaceSelector"], id="every-namespace"),
+        pytest.param(
+            {"excludedNamespaces": ["monitoring"]},
+            ["spec.excludedNamespaces"],
+            id="kube-system-not-excluded",
+        ),
+        pytest.param(
+            {"maxMultiplier": "2", "webhook": {"initialMultiplier": "3"}},
+            ["spec.webhook.initialMultiplier"],
+            id="initial-above-max",
+        ),
+        pytest.param(
+            {"maxMultiplier": "0", "webhook": {"initialMultiplier": "50"}},
+            ["spec.maxMultiplier"],
+            id="initial-unbounded-when-uncapped",
+        ),
+        pytest.param(
+            {"excludedOwners": [{"kind": "Job", "apiGroup": "batch"}, {"kind": "Job"}]},
+            [],
+            id="owner-group-named-or-omitted",
+        ),
+        pytest.param(
+            {"excludedOwners": [{"kind": "Job"}, {"kind": "Job", "apiGroup": ""}]},
+            ["spec.excludedOwners[1].apiGroup"],
+            id="owner-core-group",
+        ),
+    ],
+)
+def test_risky_but_legal_settings_warn(spec: dict[str, Any], paths: list[str]) -> None:
+    result = validate_config(headroom_config(spec=spec))
+    assert result.allowed
+    assert [warning.path for warning in result.warnings] == paths
+    assert all(str(warning).startswith(warning.path + ": ") for warning in result.warnings)
+
+
+def test_generation_that_is_not_an_integer_is_ignored() -> None:
+    config = headroom_config(generation=None)
+    config["metadata"]["generation"] = "3"
+    assert parse_config(config).generation is None
+
+
+def test_an_empty_owner_group_warning_says_what_it_matches() -> None:
+    spec = {"excludedOwners": [{"kind": "Job", "apiGroup": ""}]}
+    [warning] = validate_config(headroom_config(spec=spec)).warnings
+    assert str(warning) == (
+        'spec.excludedOwners[0].apiGroup: "" matches only Job owners in the core group '
+        '(apiVersion "v1"); omit apiGroup to match Job owners in any group'
+    )

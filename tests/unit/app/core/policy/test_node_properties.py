@@ -1,0 +1,173 @@
+"""Invariants of design section 2, checked over generated nodes."""
+
+from dataclasses import replace
+from fractions import Fraction
+from random import Random
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from app.core.config import DEFAULT_SETTINGS, Settings
+from app.core.limitrange import LimitRangeCaps
+from app.core.pods import PodInfo
+from app.core.policy import NodeInput, Reason, compute_node
+from tests.unit.app.core.policy.inputs import managed_pod, node_input
+
+# Building pods through the dict builders is slow under a loaded CI machine.
+relaxed = settings(deadline=None)
+
+SIMPLE = replace(DEFAULT_SETTINGS, min_burst_floor_m=0, max_multiplier=Fraction(0), quantum_m=1)
+
+
+@st.composite
+def policy_settings(draw: st.DrawFn) -> Settings:
+    return replace(
+        DEFAULT_SETTINGS,
+        min_burst_floor_m=draw(st.integers(0, 2000)),
+        max_multiplier=draw(
+            st.one_of(
+                st.just(Fraction(0)),
+                st.fractions(min_value=Fraction(1, 2), max_value=100, max_denominator=10),
+            )
+        ),
+        quantum_m=draw(st.integers(1, 500)),
+    )
+
+
+@st.composite
+def a_pod(draw: st.DrawFn, name: str, *, simple: bool = False) -> PodInfo:
+    requests = draw(st.lists(st.integers(1, 4000), min_size=1, max_size=1 if simple else 3))
+    limits = [
+        None if draw(st.booleans()) else request + draw(st.integers(0, 4000))
+        for request in requests
+    ]
+    if simple:
+        return managed_pod(name, *requests, limits_m=limits)
+    max_cpu = draw(st.one_of(st.none(), st.integers(1, 20000)))
+    return managed_pod(
+        name,
+        *requests,
+        limits_m=limits,
+        namespace=draw(st.sampled_from(["team-a", "team-b"])),
+        max_cpu=None if max_cpu is None else f"{max_cpu}m",
+        pinned_memory=draw(st.booleans()),
+    )
+
+
+@st.composite
+def nodes(draw: st.DrawFn, *, simple: bool = False) -> NodeInput:
+    count = draw(st.integers(1, 8))
+    pods = [draw(a_pod(f"p{i}", simple=simple)) for i in range(count)]
+    limit_ranges = {}
+    if not simple and draw(st.booleans()):
+        limit_ranges["team-a"] = LimitRangeCaps(
+            container_max_m=draw(st.one_of(st.none(), st.integers(1, 8000))),
+            pod_max_m=draw(st.one_of(st.none(), st.integers(1, 16000))),
+        )
+    return node_input(
+        pods,
+        allocatable_m=draw(st.integers(0, 64000)),
+        unmanaged_m=draw(st.integers(0, 32000)),
+        limit_ranges=limit_ranges,
+    )
+
+
+@relaxed
+@given(nodes(), policy_settings())
+def test_targets_stay_between_request_and_caps(node: NodeInput, config: Settings) -> None:
+    for result in compute_node(node, config).pods:
+        pod = result.pod
+        request = pod.request_m
+        ceilings = [node.allocatable_m]
+        if config.max_multiplier:
+            ceilings.append(int(request * config.max_multiplier + Fraction(1, 2)))
+        if pod.max_cpu_m is not None:
+            ceilings.append(pod.max_cpu_m)
+        assert result.hi_m <= max(request, *ceilings)
+        if result.reason is Reason.QOS_GUARD:
+            assert result.hi_m < request + config.quantum_m
+            assert not result.patch
+            continue
+        assert request <= result.target_m <= result.hi_m
+        if pod.guaranteed_if_pinned:
+            assert result.target_m >= request + config.quantum_m
+
+
+@relaxed
+@given(nodes(), policy_settings())
+def test_container_split_sums_to_the_target(node: NodeInput, config: Settings) -> None:
+    for result in compute_node(node, config).pods:
+        if result.reason is Reason.QOS_GUARD:
+            assert result.containers == ()
+            continue
+        assert sum(c.limit_m for c in result.containers) == result.target_m
+        caps = node.limit_ranges.get(result.pod.namespace)
+        for limit, info in zip(result.containers, result.pod.cpu_containers, strict=True):
+            assert limit.name == info.name
+            assert limit.limit_m >= info.cpu_request_m
+            cap = None if caps is None else caps.container_cap_m(info.cpu_request_m)
+            if cap is not None:
+                assert limit.limit_m <= max(cap, info.cpu_request_m)
+
+
+@relaxed
+@given(nodes(), policy_settings(), st.data())
+def test_adding_a_pod_never_raises_another_target(
+    node: NodeInput, config: Settings, data: st.DataObject
+) -> None:
+    newcomer = data.draw(a_pod("newcomer"))
+    before = compute_node(node, config)
+    after = compute_node(
+        replace(node, pods=[*node.pods, newcomer], booked_m=node.booked_m + newcomer.request_m),
+        config,
+    )
+    for old, new in zip(before.pods, after.pods[:-1], strict=True):
+        assert new.target_m <= old.target_m
+
+
+@relaxed
+@given(nodes(simple=True), st.data())
+def test_splitting_a_pod_keeps_the_aggregate(node: NodeInput, data: st.DataObject) -> None:
+    index = data.draw(st.integers(0, len(node.pods) - 1))
+    victim = node.pods[index]
+    assume(victim.request_m >= 2)
+    parts = data.draw(st.integers(2, min(5, victim.request_m)))
+    cuts = sorted(
+        data.draw(
+            st.sets(st.integers(1, victim.request_m - 1), min_size=parts - 1, max_size=parts - 1)
+        )
+    )
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, victim.request_m], strict=True)]
+    pieces = [managed_pod(f"{victim.name}-{i}", size) for i, size in enumerate(sizes)]
+    split = replace(node, pods=[*node.pods[:index], *pieces, *node.pods[index + 1 :]])
+    before = sum(pod.target_m for pod in compute_node(node, SIMPLE).pods)
+    after = sum(pod.target_m for pod in compute_node(split, SIMPLE).pods)
+    assert abs(after - before) <= parts
+
+
+@relaxed
+@given(nodes(), policy_settings())
+def test_no_slack_means_requests(node: NodeInput, config: Settings) -> None:
+    full = replace(node, booked_m=max(node.booked_m, node.allocatable_m))
+    result = compute_node(full, config)
+    assert result.factor == 1
+    for pod in result.pods:
+        if pod.reason is Reason.QOS_GUARD:
+            continue
+        expected = pod.request_m + (config.quantum_m if pod.pod.guaranteed_if_pinned else 0)
+        assert pod.target_m == expected
+
+
+@relaxed
+@given(nodes(), policy_settings(), st.randoms(use_true_random=False))
+def test_deterministic_and_independent_of_pod_order(
+    node: NodeInput, config: Settings, random: Random
+) -> None:
+    first = compute_node(node, config)
+    assert compute_node(node, config) == first
+    shuffled = list(node.pods)
+    random.shuffle(shuffled)
+    again = compute_node(replace(node, pods=shuffled), config)
+    assert sorted(again.pods, key=lambda p: p.pod.name) == sorted(
+        first.pods, key=lambda p: p.pod.name
+    )

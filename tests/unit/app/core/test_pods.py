@@ -1,0 +1,499 @@
+from typing import Any
+
+import pytest
+
+from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
+from app.core.pods import (
+    ContainerInfo,
+    OwnerRef,
+    PodLevelResources,
+    booked_cpu_m,
+    max_cpu_cap,
+    pod_info_from_dict,
+    qos_class,
+    resource_facts,
+)
+from app.core.quantity import QuantityError
+from tests.unit.app.builders import (
+    bare_container,
+    condition,
+    container,
+    owner_ref,
+    pod,
+    pod_info,
+    pod_resources,
+)
+
+SIDECAR = container("proxy", cpu_request="100m", restart_policy="Always")
+PLAIN_INIT = container("migrate", cpu_request="2", memory_request="1Gi")
+
+
+def test_strips_a_pod_to_what_the_policy_needs() -> None:
+    info = pod_info(
+        "web-1",
+        namespace="team-b",
+        node="node-7",
+        labels={"app": "web", "kube-headroom.dev/mode": "unmanaged"},
+        owners=[owner_ref("ReplicaSet", "web-5d8f"), owner_ref("Node", "n", api_version="v1")],
+        generation=4,
+        observed_generation=3,
+        status_annotation='{"factor":"1.00"}',
+    )
+    assert (info.namespace, info.name, info.uid) == ("team-b", "web-1", "uid-team-b-web-1")
+    assert info.key == "team-b/web-1"
+    assert (info.node_name, info.phase, info.qos_class) == ("node-7", "Running", "Burstable")
+    # Only the opt-out label is kept; the rest would only cost memory.
+    assert info.labels == {"kube-headroom.dev/mode": "unmanaged"}
+    assert info.owners == (
+        OwnerRef(kind="ReplicaSet", api_group="apps", name="web-5d8f", controller=True),
+        OwnerRef(kind="Node", api_group="", name="n", controller=True),
+    )
+    assert info.containers == (
+        ContainerInfo(
+            name="app",
+            sidecar=False,
+            cpu_request_m=500,
+            cpu_limit_m=None,
+            memory_request_bytes=128 * 2**20,
+            memory_limit_bytes=None,
+            restart_on_cpu_resize=False,
+        ),
+    )
+    assert (info.request_m, info.limit_m) == (500, 0)
+    assert (info.generation, info.observed_generation) == (4, 3)
+    assert info.status_annotation == '{"factor":"1.00"}'
+    assert not info.terminal
+    assert not info.mirror
+
+
+def test_an_almost_empty_pod_gets_neutral_values() -> None:
+    info = pod_info_from_dict({})
+    assert (info.namespace, info.name, info.uid, info.node_name, info.phase) == ("",) * 5
+    assert info.containers == ()
+    assert (info.request_m, info.limit_m) == (0, 0)
+    assert info.qos_class == "BestEffort"
+    assert info.generation is None
+    assert info.resize_pending is None
+
+
+def test_sidecars_count_and_plain_init_containers_do_not() -> None:
+    info = pod_info(
+        containers=[container("app", cpu_request="1", cpu_limit="2")],
+        init_containers=[PLAIN_INIT, SIDECAR],
+    )
+    assert [(c.name, c.sidecar) for c in info.containers] == [("app", False), ("proxy", True)]
+    assert info.init_cpu_requests_m == (2000,)
+    assert info.request_m == 1100
+    # The sidecar has no limit, so the pod's current limit counts as unset.
+    assert info.limit_m == 0
+
+
+@pytest.mark.parametrize(
+    ("containers", "request_m", "limit_m"),
+    [
+        pytest.param(
+            [
+                container("a", cpu_request="1", cpu_limit="2"),
+                container("b", cpu_request="500m", cpu_limit="1"),
+            ],
+            1500,
+            3000,
+            id="all-limited",
+        ),
+        pytest.param(
+            [container("a", cpu_request="1", cpu_limit="2"), container("b", cpu_request="500m")],
+            1500,
+            0,
+            id="one-unlimited",
+        ),
+        pytest.param(
+            [container("a", cpu_request="1", cpu_limit="2"), container("b", cpu_request=None)],
+            1000,
+            2000,
+            id="request-less-container-ignored",
+        ),
+        pytest.param(
+            [container("a", cpu_request=None, cpu_limit="1500m")],
+            1500,
+            1500,
+            id="limit-defaults-the-request",
+        ),
+        pytest.param(
+            [container("a", cpu_request="0", cpu_limit=None)],
+            0,
+            0,
+            id="zero-request",
+        ),
+    ],
+)
+def test_request_and_current_limit(
+    containers: list[dict[str, Any]], request_m: int, limit_m: int
+) -> None:
+    info = pod_info(containers=containers)
+    assert (info.request_m, info.limit_m) == (request_m, limit_m)
+    assert all(c.cpu_request_m > 0 for c in info.cpu_containers)
+
+
+def guaranteed(name: str = "app", **overrides: Any) -> dict[str, Any]:
+    values = {"cpu_request": "1", "cpu_limit": "1", "memory_request": "1Gi", "memory_limit": "1Gi"}
+    return container(name, **(values | overrides))
+
+
+@pytest.mark.parametrize(
+    ("containers", "init_containers", "expected"),
+    [
+        pytest.param([guaranteed()], [], "Guaranteed", id="limits-equal-requests"),
+        pytest.param(
+            [guaranteed(memory_limit="1073741824")], [], "Guaranteed", id="equal-in-other-units"
+        ),
+        pytest.param([guaranteed(cpu_limit="2")], [], "Burstable", id="cpu-limit-above"),
+        pytest.param([guaranteed(memory_limit=None)], [], "Burstable", id="no-memory-limit"),
+        pytest.param(
+            [guaranteed(cpu_request=None, memory_request=None)],
+            [],
+            "Guaranteed",
+            id="limits-only-default-requests",
+        ),
+        pytest.param(
+            [container(cpu_request=None, memory_request=None)], [], "BestEffort", id="nothing-set"
+        ),
+        pytest.param(
+            [container(cpu_request="0", memory_request="0")], [], "BestEffort", id="zeros-are-unset"
+        ),
+        pytest.param([guaranteed()], [container("init")], "Burstable", id="burstable-init"),
+        pytest.param([guaranteed()], [guaranteed("init")], "Guaranteed", id="guaranteed-init"),
+        pytest.param(
+            [guaranteed(cpu_request="0", cpu_limit="1")],
+            [],
+            "Burstable",
+            id="zero-cpu-request",
+        ),
+        pytest.param(
+            [guaranteed(memory_request="0", memory_limit="1Gi")],
+            [],
+            "Burstable",
+            id="zero-memory-request",
+        ),
+        pytest.param(
+            [guaranteed(memory_request="512Mi")], [], "Burstable", id="memory-request-below"
+        ),
+    ],
+)
+def test_qos_class_is_computed_like_the_api_server(
+    containers: list[dict[str, Any]], init_containers: list[dict[str, Any]], expected: str
+) -> None:
+    obj = pod(containers=containers, init_containers=init_containers, qos_class=None)
+    assert qos_class(obj["spec"]) == expected
+    assert pod_info_from_dict(obj).qos_class == expected
+
+
+def test_qos_class_from_status_wins() -> None:
+    assert pod_info(containers=[guaranteed()], qos_class="Burstable").qos_class == "Burstable"
+
+
+@pytest.mark.parametrize(
+    ("containers", "init_containers", "expected"),
+    [
+        pytest.param([guaranteed(cpu_limit=None)], [], True, id="memory-pinned-cpu-unlimited"),
+        pytest.param([guaranteed(cpu_limit="2")], [], True, id="memory-pinned-cpu-above"),
+        pytest.param([container(cpu_limit="2")], [], False, id="memory-unlimited"),
+        pytest.param(
+            [guaranteed(cpu_limit="2"), container("other", cpu_request=None, memory_limit="128Mi")],
+            [],
+            False,
+            id="container-without-cpu-request",
+        ),
+        pytest.param(
+            [guaranteed(cpu_limit="2")],
+            [guaranteed("init", cpu_limit="2")],
+            False,
+            id="plain-init-keeps-its-higher-limit",
+        ),
+        pytest.param(
+            [guaranteed(cpu_limit="2")],
+            [guaranteed("proxy", cpu_limit="2", restart_policy="Always")],
+            True,
+            id="sidecar-is-pinned-too",
+        ),
+        pytest.param(
+            [guaranteed(cpu_limit="2")],
+            [guaranteed("init")],
+            True,
+            id="plain-init-already-guaranteed",
+        ),
+    ],
+)
+def test_guaranteed_if_pinned(
+    containers: list[dict[str, Any]], init_containers: list[dict[str, Any]], expected: bool
+) -> None:
+    info = pod_info(containers=containers, init_containers=init_containers)
+    assert info.guaranteed_if_pinned is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "cap_m", "warning"),
+    [
+        pytest.param(None, None, None, id="absent"),
+        pytest.param("2", 2000, None, id="cores"),
+        pytest.param("1500m", 1500, None, id="millicores"),
+        pytest.param("0.0001", 1, None, id="sub-milli-rounds-up"),
+        pytest.param("two", None, "does not start with a number", id="not-a-quantity"),
+        pytest.param("0", None, "must be greater than 0", id="zero"),
+        pytest.param("-1", None, "must be greater than 0", id="negative"),
+    ],
+)
+def test_max_cpu_cap(text: str | None, cap_m: int | None, warning: str | None) -> None:
+    cap, message = max_cpu_cap(text)
+    assert cap == cap_m
+    if warning is None:
+        assert message is None
+    else:
+        assert message is not None
+        assert MAX_CPU_ANNOTATION in message
+        assert warning in message
+
+
+def test_max_cpu_annotation_is_read() -> None:
+    info = pod_info(max_cpu="3")
+    assert (info.max_cpu_m, info.max_cpu_warning) == (3000, None)
+    bad = pod_info(max_cpu="lots")
+    assert bad.max_cpu_m is None
+    assert bad.max_cpu_warning is not None
+
+
+@pytest.mark.parametrize(
+    ("conditions", "pending", "message", "error"),
+    [
+        pytest.param([], None, "", False, id="none"),
+        pytest.param(
+            [condition("PodResizePending", reason="Deferred", message="node busy")],
+            "Deferred",
+            "node busy",
+            False,
+            id="deferred",
+        ),
+        pytest.param(
+            [condition("PodResizePending", reason="Infeasible")],
+            "Infeasible",
+            "",
+            False,
+            id="infeasible",
+        ),
+        pytest.param(
+            [condition("PodResizeInProgress", reason="Error", message="cgroup write failed")],
+            None,
+            "",
+            True,
+            id="in-progress-error",
+        ),
+        pytest.param([condition("PodResizeInProgress")], None, "", False, id="in-progress"),
+        pytest.param(
+            [condition("PodResizePending", reason="Deferred", status="False")],
+            None,
+            "",
+            False,
+            id="not-true",
+        ),
+        pytest.param([condition("Ready")], None, "", False, id="other-condition"),
+    ],
+)
+def test_resize_conditions(
+    conditions: list[dict[str, Any]], pending: str | None, message: str, error: bool
+) -> None:
+    info = pod_info(conditions=conditions)
+    assert (info.resize_pending, info.resize_pending_message, info.resize_error) == (
+        pending,
+        message,
+        error,
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "terminal"),
+    [
+        pytest.param({"phase": "Running"}, False, id="running"),
+        pytest.param({"phase": "Pending"}, False, id="pending"),
+        pytest.param({"phase": "Succeeded"}, True, id="succeeded"),
+        pytest.param({"phase": "Failed"}, True, id="failed"),
+        pytest.param({"deletion_timestamp": "2026-01-01T00:00:00Z"}, True, id="deleting"),
+    ],
+)
+def test_terminal(overrides: dict[str, Any], terminal: bool) -> None:
+    assert pod_info(**overrides).terminal is terminal
+
+
+def test_mirror_pods_are_recognised() -> None:
+    assert pod_info(annotations={MIRROR_POD_ANNOTATION: "abc"}).mirror
+
+
+def test_cpu_resize_policy() -> None:
+    info = pod_info(
+        containers=[
+            container("a", cpu_resize_policy="RestartContainer"),
+            container("b", cpu_resize_policy="NotRequired"),
+        ]
+    )
+    assert [c.restart_on_cpu_resize for c in info.containers] == [True, False]
+
+
+def test_booked_cpu_counts_every_pod_that_is_not_terminal() -> None:
+    pods = [
+        pod_info("a", containers=[container(cpu_request="1")]),
+        pod_info("b", containers=[container(cpu_request="250m")], init_containers=[PLAIN_INIT]),
+        pod_info("c", containers=[container(cpu_request="4")], phase="Succeeded"),
+        pod_info(
+            "d", containers=[container(cpu_request="4")], deletion_timestamp="2026-01-01T00:00:00Z"
+        ),
+    ]
+    assert booked_cpu_m(pods) == 1250
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        pytest.param({"cpu_request": "-1"}, id="negative-cpu"),
+        pytest.param({"cpu_request": "1 core"}, id="malformed-cpu"),
+        pytest.param({"memory_limit": "1GB"}, id="malformed-memory"),
+    ],
+)
+def test_bad_quantities_raise(resources: dict[str, str]) -> None:
+    with pytest.raises(QuantityError):
+        pod_info(containers=[container(**resources)])
+
+
+def test_a_pod_at_admission_has_its_qos_computed() -> None:
+    info = pod_info(node=None, phase=None, qos_class=None, generation=None)
+    assert (info.node_name, info.phase, info.qos_class) == ("", "", "Burstable")
+    assert not info.terminal
+
+
+def test_pods_without_pod_level_resources_have_no_pod_level_record() -> None:
+    assert pod_info().pod_resources is None
+    assert pod_info(resources={"requests": {}, "limits": {}}).pod_resources is None
+    assert pod_info(resources={"requests": {"example.com/gpu": "1"}}).pod_resources is None
+
+
+@pytest.mark.parametrize(
+    ("resources", "containers", "request_m", "limit_m", "pod_level"),
+    [
+        pytest.param(
+            pod_resources(cpu_request="1", cpu_limit="2"),
+            [bare_container()],
+            1000,
+            2000,
+            PodLevelResources(cpu_limit_m=2000, container_limit_floor_m=0),
+            id="request-and-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request="1500m"),
+            [bare_container(), bare_container("sidecar-less")],
+            1500,
+            0,
+            PodLevelResources(cpu_limit_m=None, container_limit_floor_m=0),
+            id="no-pod-level-cpu-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request="2", cpu_limit="4"),
+            [container(cpu_request="500m", cpu_limit="3"), container("b", cpu_limit="1")],
+            2000,
+            4000,
+            PodLevelResources(cpu_limit_m=4000, container_limit_floor_m=3000),
+            id="container-limits-set-the-floor",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, cpu_limit="3"),
+            [container(cpu_request="500m"), container("b", cpu_request="700m")],
+            1200,
+            3000,
+            PodLevelResources(cpu_limit_m=3000, container_limit_floor_m=0),
+            id="admission-request-defaults-to-the-containers",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, cpu_limit="3"),
+            [bare_container()],
+            3000,
+            3000,
+            PodLevelResources(cpu_limit_m=3000, container_limit_floor_m=0),
+            id="admission-request-defaults-to-the-limit",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request="1Gi"),
+            [container(cpu_request="400m")],
+            400,
+            0,
+            PodLevelResources(cpu_limit_m=None, container_limit_floor_m=0),
+            id="memory-only-books-the-containers-cpu",
+        ),
+    ],
+)
+def test_pod_level_request_and_limit_replace_the_containers(
+    resources: dict[str, dict[str, str]],
+    containers: list[dict[str, Any]],
+    request_m: int,
+    limit_m: int,
+    pod_level: PodLevelResources,
+) -> None:
+    info = pod_info(resources=resources, containers=containers, qos_class=None)
+    assert (info.request_m, info.limit_m) == (request_m, limit_m)
+    assert info.pod_resources == pod_level
+    assert booked_cpu_m([info]) == request_m
+
+
+@pytest.mark.parametrize(
+    ("resources", "qos", "pinned"),
+    [
+        pytest.param(pod_resources(), "Burstable", False, id="requests-only"),
+        pytest.param(
+            pod_resources(cpu_limit="1", memory_limit="256Mi"), "Guaranteed", True, id="guaranteed"
+        ),
+        pytest.param(
+            pod_resources(cpu_limit="2", memory_limit="256Mi"),
+            "Burstable",
+            True,
+            id="memory-pinned-cpu-above",
+        ),
+        pytest.param(
+            pod_resources(cpu_limit="2", memory_limit="512Mi"),
+            "Burstable",
+            False,
+            id="memory-above",
+        ),
+        pytest.param(
+            pod_resources(cpu_request=None, memory_request=None, memory_limit="1Gi"),
+            "Burstable",
+            False,
+            id="memory-limit-only",
+        ),
+    ],
+)
+def test_pod_level_resources_decide_the_qos_class(
+    resources: dict[str, dict[str, str]], qos: str, pinned: bool
+) -> None:
+    # The containers alone would be Guaranteed; pod-level resources override them.
+    containers = [container(cpu_request="1", cpu_limit="1", memory_limit="128Mi")]
+    obj = pod(resources=resources, containers=containers, qos_class=None)
+    assert qos_class(obj["spec"]) == qos
+    info = pod_info_from_dict(obj)
+    assert info.qos_class == qos
+    assert info.guaranteed_if_pinned is pinned
+
+
+def test_resource_facts_worked_out_once_serve_every_replica() -> None:
+    spec_pod = pod(
+        "web-1",
+        containers=[container(cpu_request="300m", cpu_limit="1"), container("b", cpu_limit="2")],
+        init_containers=[SIDECAR, PLAIN_INIT],
+    )
+    facts = resource_facts(spec_pod["spec"], qos_class="Burstable")
+    replica = pod(
+        "web-2",
+        node="node-9",
+        containers=spec_pod["spec"]["containers"],
+        init_containers=spec_pod["spec"]["initContainers"],
+        max_cpu="3",
+    )
+    assert pod_info_from_dict(replica, facts=facts) == pod_info_from_dict(replica)
+    pod_level = pod(resources=pod_resources(cpu_limit="2"), containers=[bare_container()])
+    assert pod_info_from_dict(
+        pod_level, facts=resource_facts(pod_level["spec"], qos_class="Burstable")
+    ) == pod_info_from_dict(pod_level)

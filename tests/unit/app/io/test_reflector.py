@@ -1,0 +1,214 @@
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+
+from app.io.http import ApiError, ApiResponse
+from app.io.reflector import Reflector
+from tests.unit.reconciler.fakes import FixedRandom
+
+PATH = "/api/v1/pods"
+
+
+def item(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version}}
+
+
+def page(items: list[dict[str, Any]], *, version: str, token: str = "") -> ApiResponse:
+    metadata = (
+        {"resourceVersion": version, "continue": token} if token else {"resourceVersion": version}
+    )
+    return ApiResponse(code=200, body=orjson.dumps({"metadata": metadata, "items": items}))
+
+
+def event(kind: str, obj: dict[str, Any]) -> bytes:
+    return orjson.dumps({"type": kind, "object": obj}) + b"\n"
+
+
+def status(code: int) -> dict[str, Any]:
+    return {"kind": "Status", "status": "Failure", "reason": "Expired", "code": code}
+
+
+class Script:
+    """An API server scripted per call: list answers in order, then watch streams in order."""
+
+    def __init__(
+        self, *, lists: list[ApiResponse], watches: list[list[bytes] | ApiResponse]
+    ) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.list_queries: list[dict[str, str]] = []
+        self.watch_queries: list[dict[str, str]] = []
+        self.exhausted = asyncio.Event()
+
+    async def request(
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
+    ) -> ApiResponse:
+        assert (method, path) == ("GET", PATH)
+        self.list_queries.append(dict(query))
+        return self.lists.pop(0)
+
+    @asynccontextmanager
+    async def stream(
+        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        assert path == PATH
+        assert 240 <= timeout_seconds <= 480
+        self.watch_queries.append(dict(query))
+        if not self.watches:
+            self.exhausted.set()
+            await asyncio.Event().wait()
+        script = self.watches.pop(0)
+        if isinstance(script, ApiResponse):
+            raise ApiError.from_response(script)
+        yield _lines(script)
+
+
+async def _lines(lines: list[bytes]) -> AsyncIterator[bytes]:
+    for line in lines:
+        yield line
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def relist_started(self) -> None:
+        self.calls.append(("relist", ""))
+
+    def listed(self, raw: memoryview) -> None:
+        self.calls.append(("listed", orjson.loads(raw)["metadata"]["name"]))
+
+    def relist_finished(self) -> None:
+        self.calls.append(("relisted", ""))
+
+    def event(self, kind: str, raw: memoryview) -> None:
+        self.calls.append((kind, orjson.loads(raw)["metadata"]["name"]))
+
+
+def run(script: Script, *, field_selector: str | None = None) -> tuple[Recorder, Reflector]:
+    recorder = Recorder()
+    reflector = Reflector(
+        api=script,
+        path=PATH,
+        handler=recorder,
+        field_selector=field_selector,
+        page_size=2,
+        rand=FixedRandom(0.0),
+    )
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(reflector.run())
+        await asyncio.wait_for(script.exhausted.wait(), 5.0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    return recorder, reflector
+
+
+def test_lists_in_pages_then_watches_from_the_list_version() -> None:
+    script = Script(
+        lists=[
+            page([item("a", "5"), item("b", "6")], version="10", token="next"),
+            page([item("c", "7")], version="10"),
+        ],
+        watches=[
+            [
+                event("ADDED", item("d", "11")),
+                event("BOOKMARK", {"metadata": {"resourceVersion": "15"}}),
+            ],
+            [event("DELETED", item("a", "16"))],
+        ],
+    )
+    recorder, reflector = run(script, field_selector="spec.nodeName!=")
+    assert recorder.calls == [
+        ("relist", ""),
+        ("listed", "a"),
+        ("listed", "b"),
+        ("listed", "c"),
+        ("relisted", ""),
+        ("ADDED", "d"),
+        ("DELETED", "a"),
+    ]
+    assert reflector.synced.is_set()
+    assert script.list_queries == [
+        {"fieldSelector": "spec.nodeName!=", "limit": "2"},
+        {"fieldSelector": "spec.nodeName!=", "limit": "2", "continue": "next"},
+    ]
+    assert [q["resourceVersion"] for q in script.watch_queries] == ["10", "15", "16"]
+    assert all(q["allowWatchBookmarks"] == "true" for q in script.watch_queries)
+
+
+def test_an_expired_watch_relists() -> None:
+    script = Script(
+        lists=[page([item("a", "1")], version="2"), page([item("b", "3")], version="4")],
+        watches=[[event("ERROR", status(410))], ApiResponse(code=410, body=b"{}")],
+    )
+    script.lists.append(page([], version="6"))
+    recorder, _ = run(script)
+    assert [call for call in recorder.calls if call[0] in ("listed", "relist")] == [
+        ("relist", ""),
+        ("listed", "a"),
+        ("relist", ""),
+        ("listed", "b"),
+        ("relist", ""),
+    ]
+    assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "4", "6"]
+
+
+def test_errors_back_off_and_retry() -> None:
+    script = Script(
+        lists=[ApiResponse(code=500, body=b"{}"), page([item("a", "1")], version="2")],
+        watches=[[event("ERROR", status(500))]],
+    )
+    recorder, _ = run(script)
+    assert ("listed", "a") in recorder.calls
+    assert len(script.list_queries) == 2
+    # The failed watch resumes from the same version rather than relisting.
+    assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "2"]
+
+
+def test_an_absent_api_counts_as_synced_and_empty() -> None:
+    script = Script(lists=[ApiResponse(code=404, body=b"{}")], watches=[])
+    recorder = Recorder()
+    reflector = Reflector(api=script, path=PATH, handler=recorder)
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(reflector.run())
+        await asyncio.wait_for(reflector.synced.wait(), 5.0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert recorder.calls == [("relist", ""), ("relisted", "")]
+    assert script.watch_queries == []
+
+
+def test_a_handler_bug_relists_instead_of_stopping_the_watch() -> None:
+    script = Script(
+        lists=[page([item("a", "1")], version="2"), page([item("a", "3")], version="4")],
+        watches=[[event("ADDED", item("boom", "3"))]],
+    )
+    recorder = Recorder()
+    original = recorder.event
+
+    def fragile(kind: str, raw: memoryview) -> None:
+        if orjson.loads(raw)["metadata"]["name"] == "boom":
+            raise KeyError("spec")
+        original(kind, raw)
+
+    recorder.event = fragile  # type: ignore[method-assign]
+    reflector = Reflector(api=script, path=PATH, handler=recorder, rand=FixedRandom(0.0))
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(reflector.run())
+        await asyncio.wait_for(script.exhausted.wait(), 5.0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert recorder.calls.count(("relist", "")) == 2
+    assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "4"]
