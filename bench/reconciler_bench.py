@@ -57,12 +57,12 @@ from app.core.config import Settings
 from app.core.pods import decode_pod, pod_info
 from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
+from app.io.reflector import cache_reflectors
 from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
 from devcluster.oracle import Oracle
-from reconciler.main import reflectors
 
 REPO = Path(__file__).resolve().parents[1]
 MANAGED_SHARE = 4
@@ -423,7 +423,10 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     watch_api = KubeHttp(
         await async_api_client(kubeconfig=str(plane.kubeconfig)), user_agent=BENCH_AGENT
     )
-    tasks = [asyncio.create_task(r.run()) for r in reflectors(api=watch_api, cache=oracle.cache)]
+    tasks = [
+        asyncio.create_task(r.run())
+        for r in cache_reflectors(api=watch_api, cache=oracle.cache).values()
+    ]
     await until(lambda: len(oracle.cache.pods) >= args.pods, limit=900)
     await until(lambda: oracle.cache.config.present, limit=60)
     needed = oracle.pending()

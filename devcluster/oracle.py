@@ -1,9 +1,11 @@
-"""An independent judge of convergence: a watch-fed cache and the pure policy.
+"""An independent judge of convergence: a watch-fed cache and the decision the runbook defines.
 
-Tests and benchmarks ask it which managed pods still need a resize: the same cache,
-watches and policy the reconciler uses, in a process of its own, so it sees the cluster as it is
-within a watch round trip, without polling the API server. It also notices a managed
-pod's limit being removed, which Headroom must never do.
+Tests and benchmarks ask it which managed pods still need a resize. It reads the cluster
+through the shared cache layer (`app.core.cluster`, fed by `app.io.reflector`) and decides
+each node with `app.core.decision`, in a process of its own, so it sees the cluster as it
+is within a watch round trip, without polling the API server and without looking inside
+the reconciler it judges. It also notices a managed pod's limit being removed, which
+Headroom must never do.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from app.core.cluster import ClusterCache
 from app.core.config import Settings
-from app.core.pods import PodInfo, PodWire, booked_cpu_m
-from app.core.policy import NodeInput, compute_node
-from app.core.selection import ineligibility
+from app.core.decision import decide_node
+from app.core.pods import PodInfo
 from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
-from reconciler.cache import ClusterCache
-from reconciler.main import reflectors
+from app.io.reflector import cache_reflectors
 
 T = TypeVar("T")
 
@@ -32,21 +33,15 @@ class Oracle:
     question are recomputed, so asking often costs the measured processes little."""
 
     def __init__(self) -> None:
-        self.cache = ClusterCache(listener=self)
+        self.cache = ClusterCache(listener=self, on_pod=self._pod_changed)
         self._dirty: set[str] = set()
         self._pending: dict[str, list[str]] = {}
         # Pods whose CPU limit was set and then disappeared.
         self.removed: set[str] = set()
-        apply = self.cache.apply_pod
 
-        def apply_pod(key: str, obj: PodWire | None) -> None:
-            old = self.cache.pods.get(key)
-            apply(key, obj)
-            new = self.cache.pods.get(key)
-            if old is not None and new is not None and old.limit_m and not new.limit_m:
-                self.removed.add(key)
-
-        self.cache.apply_pod = apply_pod  # type: ignore[method-assign]
+    def _pod_changed(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is not None and new is not None and old.limit_m and not new.limit_m:
+            self.removed.add(new.key)
 
     # The cache's Listener.
 
@@ -85,37 +80,12 @@ class Oracle:
         }
 
     def _off_target_on(self, name: str) -> list[str]:
-        cache = self.cache
-        node = cache.nodes.get(name)
-        if node is None:
+        view = self.cache.node_view(name)
+        if view is None:
             return []
-        pods = cache.pods_on(name)
-        managed = [
-            pod
-            for pod in pods
-            if ineligibility(
-                cache.settings,
-                pod,
-                namespace_labels=cache.namespaces.get(pod.namespace),
-                node=node,
-                vpas=cache.vpas(pod.namespace),
-                node_resizes_pod_level=node.pod_level_resize,
-            )
-            is None
-        ]
-        result = compute_node(
-            NodeInput(
-                name=name,
-                allocatable_m=node.allocatable_m,
-                booked_m=booked_cpu_m(pods),
-                pods=managed,
-                limit_ranges={
-                    pod.namespace: cache.limit_range_caps(pod.namespace) for pod in managed
-                },
-            ),
-            cache.settings,
-        )
-        return [r.pod.key for r in result.pods if r.patch]
+        # Remembering nothing: a pod whose kubelet reports Infeasible counts as backed off.
+        decision = decide_node(view, self.cache.settings)
+        return [r.pod.key for r in decision.result.pods if r.patch]
 
 
 class BackgroundOracle:
@@ -158,7 +128,7 @@ class BackgroundOracle:
 
     async def _start(self) -> None:
         self._api = KubeHttp(await async_api_client(kubeconfig=str(self._kubeconfig)))
-        self._reflectors = reflectors(api=self._api, cache=self.oracle.cache)
+        self._reflectors = list(cache_reflectors(api=self._api, cache=self.oracle.cache).values())
         self._tasks = [asyncio.create_task(r.run()) for r in self._reflectors]
 
     async def _synced(self) -> bool:

@@ -1,8 +1,11 @@
 """``kubectl headroom explain POD``: the arithmetic behind a pod's CPU limit.
 
-Rebuilds the node's policy input from the API exactly as the reconciler does
-(the same eligibility gates, the same LimitRange caps, the same pure policy) and
-prints every term of the formula, so a throttled tenant can see who booked the node.
+Reads the pod's node, its pods and the namespaced objects about them into the shared
+cluster cache and runs the reconciler's own decision for that node
+(``app.core.decision.decide_node``: the same pools, gates, back-off from a kubelet's
+Infeasible report, LimitRange caps and pure policy), then prints every term of the
+formula, so a throttled tenant can see who booked the node. A neighbour whose quantities
+cannot be read is skipped, with the reason, as the reconciler skips it.
 """
 
 from __future__ import annotations
@@ -12,16 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.config import Settings, settings_for_node
-from app.core.eligibility import Ineligible, node_ineligibility, node_reason
+from app.core.cluster import ClusterCache, Quiet, Unreadable, pod_record_from_dict
+from app.core.config import Settings
+from app.core.decision import decide_node
+from app.core.eligibility import Ineligible, node_reason
 from app.core.explain import explain, factor_text, shown_slack
-from app.core.limitrange import limit_range_caps
-from app.core.nodefeatures import resizes_pod_level
-from app.core.nodes import node_facts
-from app.core.pods import PodInfo, booked_cpu_m, pod_info_from_dict
-from app.core.policy import NodeInput, NodeResult, PodResult, compute_node, half_up_div
+from app.core.policy import NodeResult, PodResult, half_up_div
 from app.core.quantity import format_cpu_millis, parse_cpu_millis
-from app.core.selection import ineligibility
+from app.core.views import object_key
 
 Obj = Mapping[str, Any]
 
@@ -46,6 +47,10 @@ class PodExplanation:
     # The settings on the pod's node: its pool's overrides applied.
     settings: Settings
     pool: str | None = None
+    # Neighbours whose quantities cannot be read: skipped, booking nothing.
+    skipped: Sequence[Unreadable] = ()
+    # Why the pod's own quantities cannot be read, when they cannot.
+    unreadable: str | None = None
 
     @property
     def annotation_fields(self) -> dict[str, Any]:
@@ -77,64 +82,56 @@ def explain_pod(
     settings: Settings,
     what_if_request_m: int | None = None,
 ) -> PodExplanation:
-    """The policy's view of ``pod`` on ``node``; ``what_if_request_m`` replaces its request."""
+    """The node's decision (``app.core.decision``) as it concerns ``pod``;
+    ``what_if_request_m`` replaces its request."""
     target_uid = pod["metadata"].get("uid")
     raw_pods = [p for p in node_pods if p["metadata"].get("uid") != target_uid]
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
-    infos = [pod_info_from_dict(p) for p in raw_pods]
-    facts = node_facts(node)
-    settings, pool = settings_for_node(settings, facts.labels)
-    pod_level_resize = resizes_pod_level(node)
-    managed: list[PodInfo] = []
-    reasons: dict[str, Ineligible | None] = {}
-    for info in infos:
-        reason = ineligibility(
-            settings,
-            info,
-            namespace_labels=namespace_labels.get(info.namespace),
-            node=facts,
-            vpas=vpas.get(info.namespace, ()),
-            node_resizes_pod_level=pod_level_resize,
-        )
-        reasons[info.uid] = reason
-        if reason is None:
-            managed.append(info)
-    allocatable = parse_cpu_millis(
-        str(node.get("status", {}).get("allocatable", {}).get("cpu", "0"))
+    cache = ClusterCache(listener=Quiet())
+    cache.apply_node(node["metadata"]["name"], node)
+    for name, labels in namespace_labels.items():
+        cache.apply_namespace(name, {"metadata": {"name": name, "labels": dict(labels)}})
+    for items in limit_ranges.values():
+        for limit_range in items:
+            cache.apply_limit_range(object_key(limit_range), limit_range)
+    for items in vpas.values():
+        for vpa in items:
+            cache.apply_vpa(object_key(vpa), vpa)
+    for raw in raw_pods:
+        record = pod_record_from_dict(raw)
+        cache.put_pod(record.key, record)
+    view = cache.node_view(node["metadata"]["name"])
+    assert view is not None  # applied just above
+    decision = decide_node(view, settings)
+    target_key = object_key(pod)
+    target = cache.pods.get(target_key)
+    unreadable = next((u for u in decision.unreadable if u.key == target_key), None)
+    result = (
+        None
+        if target is None
+        else next((r for r in decision.result.pods if r.pod.uid == target.uid), None)
     )
-    result = compute_node(
-        NodeInput(
-            name=node["metadata"]["name"],
-            allocatable_m=allocatable,
-            booked_m=booked_cpu_m(infos),
-            pods=managed,
-            limit_ranges={
-                ns: limit_range_caps(limit_ranges.get(ns, ()))
-                for ns in {p.namespace for p in managed}
-            },
-        ),
-        settings,
-    )
-    target = next(i for i in infos if i.uid == target_uid)
     bookings = sorted(
         (
-            Booking(pod=i.key, request_m=i.request_m, managed=reasons[i.uid] is None)
-            for i in infos
+            Booking(pod=i.key, request_m=i.request_m, managed=decision.reason(i) is None)
+            for i in view.pods
             if not i.terminal
         ),
         key=lambda b: (-b.request_m, b.pod),
     )
-    gate = node_ineligibility(settings, facts)
+    gate = decision.node_gate
     return PodExplanation(
-        pod=target.key,
-        node=result.name,
-        ineligible=reasons[target.uid],
-        node_gate=None if gate is None else node_reason(gate, facts),
-        node_result=result,
-        result=next((r for r in result.pods if r.pod.uid == target_uid), None),
+        pod=target_key,
+        node=decision.result.name,
+        ineligible=None if target is None else decision.reason(target),
+        node_gate=None if gate is None else node_reason(gate, decision.node),
+        node_result=decision.result,
+        result=result,
         bookings=bookings,
-        settings=settings,
-        pool=pool,
+        settings=decision.settings,
+        pool=decision.pool,
+        skipped=tuple(u for u in decision.unreadable if u.key != target_key),
+        unreadable=None if unreadable is None else unreadable.reason,
     )
 
 
@@ -172,6 +169,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         if pool
         else "Node pool: none (top-level settings)"
     )
+    if explanation.unreadable is not None:
+        lines.append(f"  not managed: its quantities cannot be read ({explanation.unreadable})")
     if explanation.ineligible is not None:
         lines.append(f"  not managed: {explanation.ineligible}")
     if explanation.node_gate is not None:
@@ -184,6 +183,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     for booking in explanation.bookings:
         marker = "managed" if booking.managed else ""
         lines.append(f"  {booking.pod:<50} {_m(booking.request_m):>8}  {marker}")
+    for skipped in explanation.skipped:
+        lines.append(f"  {skipped.key:<50} skipped: quantities cannot be read ({skipped.reason})")
     lines += [
         f"Booked R = {_m(node.booked_m)}",
         _slack_line(node.slack_m),
@@ -255,6 +256,8 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
             for b in explanation.bookings
         ],
         "annotation": explanation.annotation_fields,
+        "skipped": [{"pod": s.key, "reason": s.reason} for s in explanation.skipped],
+        "unreadable": explanation.unreadable,
     }
     if result is not None:
         document.update(

@@ -1,10 +1,10 @@
 """``kubectl headroom simulate``: what Headroom would do to every pod, before anything changes.
 
-It runs the reconciler's own decisions over a snapshot: the same eligibility gates
-(``app.core.selection``), the same node pools (``app.core.config.settings_for_node``), the same
-booking and pure policy (``app.core.pods``, ``app.core.policy``), under a what-if HeadroomConfig
-and enrolment. It never writes. Pods whose kubelet reports an ``Infeasible`` resize count
-as backed off, as the reconciler backs them off from that report.
+It loads a snapshot into the shared cluster cache and runs the reconciler's own decision
+for every node (``app.core.decision.decide_node``: the same pools, gates, booking and pure
+policy) under a what-if HeadroomConfig and enrolment. It never writes. Pods whose kubelet
+reports an ``Infeasible`` resize count as backed off, as the reconciler backs them off
+from that report.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
-from app.core.config import LabelSelector, Settings, settings_for_node
+from app.core.cluster import ClusterCache, Quiet, Unreadable
+from app.core.config import LabelSelector, Settings
+from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, namespace_enrolled
-from app.core.limitrange import LimitRangeCaps, limit_range_caps
-from app.core.nodefeatures import resizes_pod_level
-from app.core.nodes import node_facts
-from app.core.pods import PodInfo, ResourceFacts, booked_cpu_m, pod_info_from_dict, resource_facts
-from app.core.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
+from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
+from app.core.pods import PodInfo, ResourceFacts, pod_info_from_dict, resource_facts
+from app.core.policy import NodeResult, PodResult, Reason
 from app.core.quantity import QuantityError, parse_cpu_millis
-from app.core.selection import ineligibility
+from app.core.views import object_key
 from kubectl_headroom.snapshot import Obj, Snapshot
 
 _INFEASIBLE: Final = "Infeasible"
@@ -125,6 +125,56 @@ def enrolled_namespaces(
     return enrolled, notes
 
 
+class _WhatIfEnrolment:
+    """The cluster's namespaced objects, with enrolment decided by the what-if: an enrolled
+    namespace answers the opened namespace gate, any other is unknown (not enrolled)."""
+
+    def __init__(self, cache: ClusterCache, enrolled: frozenset[str]) -> None:
+        self._cache = cache
+        self._enrolled = enrolled
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return _ENROLLED if namespace in self._enrolled else None
+
+    def limit_range_caps(self, namespace: str) -> LimitRangeCaps:
+        return self._cache.limit_range_caps(namespace)
+
+    def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        return self._cache.vpas(namespace)
+
+
+def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]]:
+    """The snapshot in the shared cluster cache, and each pod's labels (for ``-l``) by uid."""
+    cache = ClusterCache(listener=Quiet())
+    for node in snapshot.nodes:
+        cache.apply_node(node["metadata"]["name"], node)
+    for limit_range in snapshot.limit_ranges:
+        cache.apply_limit_range(object_key(limit_range), limit_range)
+    for vpa in snapshot.vpas or ():
+        cache.apply_vpa(object_key(vpa), vpa)
+    labels_by_uid: dict[str, Mapping[str, str]] = {}
+    # Replicas share one spec: its resource facts are worked out once per distinct spec.
+    facts: dict[bytes, ResourceFacts] = {}
+    for raw in snapshot.pods:
+        spec = raw.get("spec") or {}
+        qos = (raw.get("status") or {}).get("qosClass")
+        key = orjson.dumps(
+            (spec.get("containers"), spec.get("initContainers"), spec.get("resources"), qos)
+        )
+        pod_key = object_key(raw)
+        try:
+            known = facts.get(key)
+            if known is None:
+                known = facts[key] = resource_facts(spec, qos_class=qos)
+            record: PodInfo | Unreadable = pod_info_from_dict(raw, facts=known)
+        except QuantityError as err:
+            record = Unreadable(key=pod_key, node_name=spec.get("nodeName") or "", reason=str(err))
+        cache.put_pod(pod_key, record)
+        if isinstance(record, PodInfo):
+            labels_by_uid[record.uid] = raw["metadata"].get("labels") or {}
+    return cache, labels_by_uid
+
+
 def simulate(
     snapshot: Snapshot,
     settings: Settings,
@@ -133,90 +183,32 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
     enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
-    enrolled_set = frozenset(enrolled)
-    pods_by_node: dict[str, list[PodInfo]] = {}
-    labels_by_uid: dict[str, Mapping[str, str]] = {}
-    unreadable = []
-    # Replicas share one spec: its resource facts are worked out once per distinct spec.
-    facts: dict[bytes, ResourceFacts] = {}
-    for raw in snapshot.pods:
-        spec = raw.get("spec") or {}
-        key = orjson.dumps(
-            (
-                spec.get("containers"),
-                spec.get("initContainers"),
-                spec.get("resources"),
-                (raw.get("status") or {}).get("qosClass"),
-            )
-        )
-        try:
-            known = facts.get(key)
-            if known is None:
-                known = facts[key] = resource_facts(
-                    spec, qos_class=(raw.get("status") or {}).get("qosClass")
-                )
-            info = pod_info_from_dict(raw, facts=known)
-        except QuantityError:
-            unreadable.append(f"{raw['metadata'].get('namespace')}/{raw['metadata'].get('name')}")
-            continue
-        if not info.node_name:
-            continue
-        pods_by_node.setdefault(info.node_name, []).append(info)
-        labels_by_uid[info.uid] = raw["metadata"].get("labels") or {}
-    vpas: dict[str, list[Obj]] = {}
-    for vpa in snapshot.vpas or ():
-        vpas.setdefault(vpa["metadata"]["namespace"], []).append(vpa)
-    caps = _limit_range_caps(snapshot.limit_ranges)
-    gates: dict[str | None, Settings] = {}
+    cache, labels_by_uid = load(snapshot)
+    lookups = _WhatIfEnrolment(cache, frozenset(enrolled))
+    opened = _open_namespace_gate(settings)
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
     unmanaged: list[Unmanaged] = []
     for index, node in enumerate(snapshot.nodes):
-        name = node["metadata"]["name"]
-        labels = node["metadata"].get("labels") or {}
-        node_settings, pool = settings_for_node(settings, labels)
-        node_gates = gates.get(pool)
-        if node_gates is None:
-            node_gates = gates[pool] = _open_namespace_gate(node_settings)
-        pods = pods_by_node.get(name, [])
-        managed: list[PodInfo] = []
-        pod_level = resizes_pod_level(node)
-        view = node_facts(node)
-        for pod in pods:
-            reason = ineligibility(
-                node_gates,
-                pod,
-                namespace_labels=_ENROLLED if pod.namespace in enrolled_set else None,
-                node=view,
-                vpas=vpas.get(pod.namespace, ()),
-                backed_off=pod.resize_pending == _INFEASIBLE,
-                node_resizes_pod_level=pod_level,
-            )
-            if reason is None:
-                managed.append(pod)
-            else:
-                unmanaged.append(Unmanaged(pod, reason, labels_by_uid.get(pod.uid, {})))
-        result = compute_node(
-            NodeInput(
-                name=name,
-                allocatable_m=_allocatable_m(node),
-                booked_m=booked_cpu_m(pods),
-                pods=managed,
-                limit_ranges={
-                    pod.namespace: caps[pod.namespace] for pod in managed if pod.namespace in caps
-                },
-            ),
-            node_settings,
+        view = cache.node_view(node["metadata"]["name"], lookups=lookups)
+        assert view is not None  # loaded above
+        decision = decide_node(view, opened)
+        result = decision.result
+        outcome = NodeOutcome(
+            name=result.name, pool=decision.pool, dry_run=decision.settings.dry_run, result=result
         )
-        outcome = NodeOutcome(name=name, pool=pool, dry_run=node_settings.dry_run, result=result)
         nodes.append(outcome)
+        unmanaged.extend(
+            Unmanaged(pod, reason, labels_by_uid.get(pod.uid, {}))
+            for pod, reason in decision.unmanaged
+        )
         outcomes.extend(
             PodOutcome(
                 pod=r.pod,
                 node=outcome,
                 result=r,
                 action=_action(r),
-                blocked_by=_limit_range_block(r, caps.get(r.pod.namespace)),
+                blocked_by=_limit_range_block(r, cache.limit_range_caps(r.pod.namespace)),
                 labels=labels_by_uid.get(r.pod.uid, {}),
             )
             for r in result.pods
@@ -229,7 +221,7 @@ def simulate(
         unmanaged=unmanaged,
         enrolled=enrolled,
         notes=notes,
-        unreadable=unreadable,
+        unreadable=[u.key for u in cache.unreadable()],
     )
 
 
@@ -238,21 +230,6 @@ def _open_namespace_gate(settings: Settings) -> Settings:
     return dataclasses.replace(
         settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
     )
-
-
-def _allocatable_m(node: Obj) -> int:
-    cpu = ((node.get("status") or {}).get("allocatable") or {}).get("cpu")
-    try:
-        return 0 if cpu is None else parse_cpu_millis(str(cpu))
-    except QuantityError:
-        return 0
-
-
-def _limit_range_caps(limit_ranges: Iterable[Obj]) -> dict[str, LimitRangeCaps]:
-    by_namespace: dict[str, list[Obj]] = {}
-    for limit_range in limit_ranges:
-        by_namespace.setdefault(limit_range["metadata"]["namespace"], []).append(limit_range)
-    return {namespace: limit_range_caps(items) for namespace, items in by_namespace.items()}
 
 
 def _action(result: PodResult) -> Action:
@@ -265,10 +242,10 @@ def _action(result: PodResult) -> Action:
     return Action.RAISE if result.target_m > result.current_m else Action.LOWER
 
 
-def _limit_range_block(result: PodResult, caps: LimitRangeCaps | None) -> str | None:
+def _limit_range_block(result: PodResult, caps: LimitRangeCaps) -> str | None:
     """Whether LimitRanger would refuse the resize: targets stay under every cap, except
     when a cap is below the request itself (the limit can then go no lower than that)."""
-    if caps is None or not result.patch:
+    if caps == NO_LIMIT_RANGE_CAPS or not result.patch:
         return None
     pod_cap = caps.pod_cap_m(result.request_m)
     if pod_cap is not None and pod_cap < result.target_m:

@@ -3,25 +3,25 @@
 One event loop runs everything: list/watch tasks feed the cache, the cache wakes nodes
 in the queue, a worker reconciles nodes one at a time (a reconcile is pure computation
 and planning), the actuator sends the planned writes as the rate limiters allow, and a
-status task keeps the HeadroomConfig status current. Writes happen only while
-`may_write` holds (this replica leads); whatever a closed write gate cut short is
-resumed by the full resync that every start of leading does.
+status task keeps the HeadroomConfig status current. The queue alone decides when a node
+is looked at again: after a debounce, a back-off ending, or a failure (`retry`). Writes
+happen only while `may_write` holds (this replica leads); whatever a closed write gate
+cut short is resumed by the full resync that every start of leading does.
 """
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
+from app.core.cluster import ClusterCache, Unreadable
 from app.core.config import DEFAULT_SETTINGS, Settings
 from app.core.pods import PodInfo
 from app.io.budget import WriteBudget
+from app.io.clock import Clock, LoopClock, wait
 from app.io.http import ApiUnavailable, Skipped
 from reconciler.actuator import Actuator
-from reconciler.cache import ClusterCache
 from reconciler.config_status import Summary, desired_status, status_differs
 from reconciler.gate import WriteGate
 from reconciler.metrics import ReconcilerMetrics
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 STATUS_INTERVAL_SECONDS: Final = 5.0
 # Changes landing together are reported in one write.
 STATUS_COALESCE_SECONDS: Final = 0.25
-# A reconcile that raised is retried after this long.
+# A reconcile that raised is retried after this long, doubling while it keeps raising.
 CRASH_RETRY_SECONDS: Final = 5.0
 
 
@@ -50,27 +50,31 @@ class Controller:
         writer: Writer,
         metrics: ReconcilerMetrics,
         budget: WriteBudget,
+        explanation_budget: WriteBudget | None = None,
         may_write: Callable[[], bool],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
+        clock = clock if clock is not None else LoopClock()
         self.queue = queue
         self._writer = writer
         self._budget = budget
+        self._explanation_budget = explanation_budget
         self._may_write = may_write
+        self._clock = clock
         self._memory = PodMemory(clock=clock)
         self._buckets = NodeBuckets(
             rate=float(DEFAULT_SETTINGS.per_node_patches_per_second), clock=clock
         )
         self._last_status: dict[str, object] | None = None
         self._status_due = asyncio.Event()
-        self.cache = ClusterCache(listener=self)
+        self.cache = ClusterCache(listener=self, on_unreadable=_log_unreadable)
         self.actuator = Actuator(
             writer=writer,
             gate=WriteGate(cache=self.cache, may_write=may_write),
             memory=self._memory,
             buckets=self._buckets,
             metrics=metrics,
-            requeue=self._requeue,
+            nodes=queue,
             settling=self._settling,
             clock=clock,
         )
@@ -91,20 +95,29 @@ class Controller:
             self.queue.add_debounced(node, period=self.cache.settings.debounce_seconds)
 
     def node_removed(self, node: str) -> None:
+        """Free everything kept per node: its series, pace, failures."""
         self.reconciler.forget_node(node)
+        self.queue.forget(node)
         self._status_due.set()
 
     def settings_changed(self, settings: Settings) -> None:
         self._buckets.reconfigure(rate=float(settings.per_node_patches_per_second))
         self._budget.reconfigure(rate=float(settings.client_qps), burst=settings.client_burst)
+        if self._explanation_budget is not None:
+            self._explanation_budget.reconfigure(
+                rate=float(settings.explanation_qps), burst=settings.explanation_burst
+            )
         self._status_due.set()
+        config = self.cache.config
+        if config.invalid is not None:
+            log.error("HeadroomConfig is invalid; limits stay frozen: %s", config.invalid)
         log.info(
             "configuration applied",
             extra={
                 "dryRun": settings.dry_run,
                 "generation": settings.generation,
-                "invalid": self.cache.config.invalid is not None,
-                "present": self.cache.config.present,
+                "invalid": config.invalid is not None,
+                "present": config.present,
             },
         )
 
@@ -133,6 +146,7 @@ class Controller:
         describe the cluster."""
         self.actuator.clear()
         self.reconciler.forget_all()
+        self.queue.forget_all()
 
     # Tasks.
 
@@ -140,15 +154,20 @@ class Controller:
         while (node := await self.queue.get()) is not None:
             delay: float | None = None
             managed = self.reconciler.managed_pods, self.reconciler.managed_nodes
+            failed = False
             try:
                 if self._may_write():
                     delay = self.reconciler.reconcile(node)
             except Exception:  # one node's bug must not stop the others
                 log.exception("reconcile failed", extra={"node": node})
-                delay = CRASH_RETRY_SECONDS
+                failed = True
             finally:
                 self.queue.done(node)
-            if delay is not None:
+            if failed:
+                self.queue.retry(
+                    node, initial=CRASH_RETRY_SECONDS, cap=self.cache.settings.backoff_seconds
+                )
+            elif delay is not None:
                 self.queue.add(node, delay=delay)
             if managed != (self.reconciler.managed_pods, self.reconciler.managed_nodes):
                 self._status_due.set()
@@ -157,8 +176,7 @@ class Controller:
 
     async def report_status(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._status_due.wait(), STATUS_INTERVAL_SECONDS)
+            await wait(self._clock, self._status_due, STATUS_INTERVAL_SECONDS)
             await asyncio.sleep(STATUS_COALESCE_SECONDS)
             self._status_due.clear()
             self._memory.retain(pod.uid for pod in self.cache.pods.values())
@@ -192,9 +210,10 @@ class Controller:
         else:
             log.warning("config status not written: %s", response.message)
 
-    def _requeue(self, node: str, delay: float) -> None:
-        self.queue.add(node, delay=delay)
-
     def _settling(self, node: str) -> bool:
         """Whether the node is due for another look or still has resizes to send."""
         return node in self.queue or self.actuator.resizing(node)
+
+
+def _log_unreadable(pod: Unreadable) -> None:
+    log.error("ignoring pod %s with an invalid quantity: %s", pod.key, pod.reason)

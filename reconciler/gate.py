@@ -11,11 +11,11 @@ has been observed.
 from collections.abc import Callable
 from typing import Final
 
+from app.core.cluster import ClusterCache, target_view
 from app.core.config import Settings, settings_for_node
+from app.core.decision import pod_gate
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
-from app.core.selection import ineligibility
-from reconciler.cache import ClusterCache, target_view
 
 NOT_LEADING: Final = "not leading"
 INVALID_CONFIG: Final = "config invalid"
@@ -81,7 +81,8 @@ class WriteGate:
         """Why no write about this pod may be sent, or None.
 
         Leading, a valid config, the pod still there (same uid) and still managed: its
-        namespace enrolled under the current config, not opted out, every other gate open.
+        namespace enrolled under the current config, not opted out, every other gate open
+        (the gates of a node's decision, `app.core.decision.pod_gate`).
         """
         if not self._may_write():
             return NOT_LEADING
@@ -91,11 +92,12 @@ class WriteGate:
         cached = self._cache.pods.get(planned.key)
         if cached is None or cached.uid != planned.uid:
             return POD_GONE
-        reason = ineligibility(
+        node = self._cache.nodes.get(cached.node_name)
+        reason = pod_gate(
             config.settings,
             cached,
-            namespace_labels=self._cache.namespaces.get(cached.namespace),
-            node=self._cache.nodes.get(cached.node_name),
-            vpas=self._cache.vpas(cached.namespace),
+            node=node,
+            lookups=self._cache,
+            node_resizes_pod_level=None if node is None else node.pod_level_resize,
         )
         return None if reason is None else str(reason)

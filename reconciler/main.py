@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
-from app.core.labels import CONFIG_PLURAL, GROUP, VERSION
-from app.io.budget import WriteBudget
+from app.io.budget import Lane, WriteBudget
 from app.io.http import KubeHttp
 from app.io.kubeconfig import KubeConfigError, async_api_client
 from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
-from app.io.reflector import Reflector
-from reconciler.cache import ClusterCache, object_feed, pod_feed
+from app.io.reflector import Reflector, cache_reflectors
 from reconciler.controller import Controller
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.memory import malloc_trim, release_after_waves
@@ -38,8 +36,6 @@ DEFAULT_LEASE_NAMESPACE: Final = "kube-headroom-system"
 _SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DISABLED: Final = "0"
 USER_AGENT: Final = "headroom-reconciler"
-# The pod watch skips unbound and finished pods: they book no CPU on any node.
-POD_FIELD_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 def _bool(text: str) -> bool:
@@ -151,42 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def reflectors(*, api: KubeHttp, cache: ClusterCache) -> list[Reflector]:
-    """The watches that feed the cluster cache: everything a decision reads."""
-
-    def feed(apply: Callable[[str, Any], None], kind: str) -> Any:
-        return object_feed(apply, lambda: cache.keys(kind))
-
-    return [
-        Reflector(
-            api=api,
-            path=f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}",
-            handler=feed(cache.apply_config, "config"),
-            field_selector="metadata.name=cluster",
-        ),
-        Reflector(
-            api=api, path="/api/v1/namespaces", handler=feed(cache.apply_namespace, "namespaces")
-        ),
-        Reflector(api=api, path="/api/v1/nodes", handler=feed(cache.apply_node, "nodes")),
-        Reflector(
-            api=api,
-            path="/api/v1/limitranges",
-            handler=feed(cache.apply_limit_range, "limitranges"),
-        ),
-        Reflector(
-            api=api,
-            path="/apis/autoscaling.k8s.io/v1/verticalpodautoscalers",
-            handler=feed(cache.apply_vpa, "vpas"),
-        ),
-        Reflector(
-            api=api,
-            path="/api/v1/pods",
-            handler=pod_feed(cache),
-            field_selector=POD_FIELD_SELECTOR,
-        ),
-    ]
-
-
 def _not_synced(watches: Sequence[Reflector]) -> str | None:
     missing = [r.path for r in watches if not r.synced.is_set()]
     return f"caches not synced: {', '.join(missing)}" if missing else None
@@ -198,14 +158,18 @@ async def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
-    # Writes share one client-side budget (the config's clientQPS/clientBurst). Reads and
-    # the Lease do not: a queue of writes must never delay a lease renewal or a relist.
+    # Writes spend client-side budgets: resizes the config's clientQPS/clientBurst, their
+    # explanations explanationQPS/explanationBurst. Reads and the Lease spend none: a queue
+    # of writes must never delay a lease renewal or a relist.
     budget = WriteBudget(
         rate=float(DEFAULT_SETTINGS.client_qps), burst=DEFAULT_SETTINGS.client_burst
     )
+    explanation_budget = WriteBudget(
+        rate=float(DEFAULT_SETTINGS.explanation_qps), burst=DEFAULT_SETTINGS.explanation_burst
+    )
     http = KubeHttp(
         await async_api_client(kubeconfig=args.kubeconfig),
-        budget=budget,
+        budgets={Lane.PRIMARY: budget, Lane.SECONDARY: explanation_budget},
         user_agent=USER_AGENT,
     )
     identity = default_identity()
@@ -230,9 +194,10 @@ async def run(args: argparse.Namespace) -> int:
         writer=Writer(http=http, instance=identity),
         metrics=metrics,
         budget=budget,
+        explanation_budget=explanation_budget,
         may_write=may_write,
     )
-    watches = reflectors(api=http, cache=controller.cache)
+    watches = list(cache_reflectors(api=http, cache=controller.cache).values())
 
     servers: list[Listener] = []
     if args.metrics_bind_address != DISABLED:

@@ -1,37 +1,41 @@
-"""Reconciling one node: re-read the cache, compute with the pure policy, plan the writes.
+"""Reconciling one node: decide, note what the kubelet reported, plan the writes.
 
 Level-based: a reconcile receives only a node name and rebuilds everything from the
 cache, so running it twice is harmless and a missed event is repaired by the next one.
-It does no I/O: resizes, annotations and events are handed to the actuator, which sends
-them as the rate limiters allow and checks each against the current state right before
-sending. A reconcile returns how long to wait before the node needs another look (a
-back-off ending), or None.
+It does no I/O. In order:
+
+1. **decide** (`app.core.decision.decide_node`, pure): the node's pool, which pods are
+   managed and why not, and every managed pod's target;
+2. **note** what needs acting on once: a kubelet's Deferred or Infeasible report (counted;
+   Infeasible also starts the pod's back-off, with a warning), a bad ``max-cpu`` annotation;
+3. **plan** (`plan_node`): each managed pod's resize (dry-run: its count and "would"
+   event), and the annotations that no longer explain what they should;
+4. hand the plan to the actuator, which sends it as the budgets allow and checks each
+   write against the current state right before it goes out.
+
+It returns how long to wait before the node needs another look (a back-off ending), or
+None.
 """
 
-import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
 
-from app.core.config import Settings, settings_for_node
-from app.core.explain import explain, status_annotation
-from app.core.pods import PodInfo, booked_cpu_m
-from app.core.policy import NodeInput, NodeResult, PodResult, Reason, compute_node
-from app.core.selection import ineligibility
-from reconciler.actuator import Actuator, ResizePlan, Round, seconds_text
-from reconciler.cache import ClusterCache, NodeRecord
+from app.core.cluster import ClusterCache
+from app.core.config import Settings
+from app.core.decision import DEFERRED, NodeDecision, decide_node
+from app.core.explain import annotated_target, explain, status_annotation
+from app.core.policy import PATCH_REASONS, PodResult, Reason, decide
+from reconciler.actuator import Actuator, Explain, NodePlan
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result
-from reconciler.podmemory import PodMemory
+from reconciler.podmemory import PodMemory, report_marker
+from reconciler.resizer import ResizePlan, Round, seconds_text
 from reconciler.writer import INVALID_MAX_CPU, RESIZE_INFEASIBLE, pod_context
 
 log = logging.getLogger(__name__)
-
-DEFERRED: Final = "Deferred"
-INFEASIBLE: Final = "Infeasible"
 
 
 @dataclass(slots=True)
@@ -92,116 +96,73 @@ class NodeReconciler:
             self.forget_node(node_name)
 
     def _reconcile(self, node_name: str, round_: Round) -> float | None:
-        config = self._cache.config
-        node = self._cache.nodes.get(node_name)
-        if node is None:
+        view = self._cache.node_view(node_name)
+        if view is None:
             self.forget_node(node_name)
             return None
-        if config.invalid is not None:
+        if self._cache.config.invalid is not None:
             return None
-        settings, pool = settings_for_node(config.settings, node.labels)
-        pods = self._cache.pods_on(node_name)
-        managed, deferred, retry = self._select(pods, node=node, settings=settings)
-        result = compute_node(
-            NodeInput(
-                name=node_name,
-                allocatable_m=node.allocatable_m,
-                booked_m=booked_cpu_m(pods),
-                pods=managed,
-                limit_ranges={
-                    pod.namespace: self._cache.limit_range_caps(pod.namespace) for pod in managed
-                },
-            ),
-            settings,
+        decision = decide_node(view, self._cache.settings, remembered=self._memory)
+        plan = NodePlan(unplanned=[pod.key for pod, _ in decision.unmanaged])
+        retry = self._note(decision, plan)
+        self._record(decision)
+        plan_node(
+            decision,
+            plan,
+            memory=self._memory,
+            pending_annotation=self._actuator.pending_annotation,
+            metrics=self._metrics,
+            now=self._wall_clock(),
+            round_=round_,
         )
-        self._record(node_name, result, deferred=deferred, pool=pool)
-        now = self._wall_clock()
-        for pod_result in result.pods:
-            self._plan(result, pod_result, settings=settings, pool=pool, now=now, round_=round_)
+        self._actuator.submit(plan)
         return retry
 
-    def _select(
-        self, pods: list[PodInfo], *, node: NodeRecord, settings: Settings
-    ) -> tuple[list[PodInfo], int, float | None]:
-        """The managed pods, how many have a deferred resize, and the next back-off end."""
-        managed: list[PodInfo] = []
-        deferred = 0
-        retry: float | None = None
-        for pod in pods:
-            if self._ineligible(pod, node=node, settings=settings):
-                self._actuator.drop_resize(pod.key)
-                continue
-            self._note_kubelet_report(pod, settings=settings)
-            self._note_bad_cap(pod)
-            if pod.resize_pending == DEFERRED:
-                deferred += 1
-            remaining = self._memory.backoff_remaining(pod.uid)
-            if remaining > 0:
-                retry = remaining if retry is None else min(retry, remaining)
-                self._actuator.drop_resize(pod.key)
-                continue
-            managed.append(pod)
-        return managed, deferred, retry
+    def _note(self, decision: NodeDecision, plan: NodePlan) -> float | None:
+        """Act once on what the kubelet reported and on bad caps; the next back-off end."""
+        settings = decision.settings
+        retry = decision.retry_after
+        for pod in decision.fresh_infeasible:
+            self._memory.first_report(pod.uid, "Infeasible", marker=report_marker(pod))
+            self._metrics.count(Result.INFEASIBLE)
+            self._memory.back_off(pod.uid, seconds=settings.backoff_seconds)
+            retry = (
+                settings.backoff_seconds if retry is None else min(retry, settings.backoff_seconds)
+            )
+            log.warning(
+                "kubelet reports the resize infeasible; backing off for %ss: %s",
+                settings.backoff_seconds,
+                pod.resize_pending_message,
+                extra=pod_context(pod),
+            )
+            plan.explanations.append(
+                Explain(
+                    pod,
+                    warning=(
+                        RESIZE_INFEASIBLE,
+                        "kubelet cannot apply the CPU limit "
+                        f"({pod.resize_pending_message or 'no reason given'}); "
+                        f"not resizing for {seconds_text(settings.backoff_seconds)}",
+                    ),
+                )
+            )
+        for pod in (*(r.pod for r in decision.result.pods), *decision.backed_off):
+            if pod.resize_pending == DEFERRED and self._memory.first_report(
+                pod.uid, DEFERRED, marker=report_marker(pod)
+            ):
+                self._metrics.count(Result.DEFERRED)
+            warning = pod.max_cpu_warning
+            if warning is not None and self._memory.first_report(
+                pod.uid, INVALID_MAX_CPU, marker=warning
+            ):
+                plan.explanations.append(Explain(pod, warning=(INVALID_MAX_CPU, warning)))
+        return retry
 
-    def _ineligible(self, pod: PodInfo, *, node: NodeRecord, settings: Settings) -> bool:
-        """Every gate but back-off, which `_select` checks after reading the pod's status."""
-        reason = ineligibility(
-            settings,
-            pod,
-            namespace_labels=self._cache.namespaces.get(pod.namespace),
-            node=node,
-            vpas=self._cache.vpas(pod.namespace),
-            node_resizes_pod_level=node.pod_level_resize,
-        )
-        return reason is not None
-
-    def _note_kubelet_report(self, pod: PodInfo, *, settings: Settings) -> None:
-        """Count a Deferred or Infeasible resize once; Infeasible also backs the pod off.
-
-        Infeasible is re-derived from the pod's status, so after a restart a pod still
-        showing it backs off again without another patch.
-        """
-        report = pod.resize_pending
-        if report not in (DEFERRED, INFEASIBLE):
-            return
-        # The report is about the generation the kubelet last saw, when it says which.
-        seen = pod.observed_generation if pod.observed_generation is not None else pod.generation
-        if not self._memory.first_report(pod.uid, report, marker=seen):
-            return
-        if report == DEFERRED:
-            self._metrics.count(Result.DEFERRED)
-            return
-        self._metrics.count(Result.INFEASIBLE)
-        self._memory.back_off(pod.uid, seconds=settings.backoff_seconds)
-        log.warning(
-            "kubelet reports the resize infeasible; backing off for %ss: %s",
-            settings.backoff_seconds,
-            pod.resize_pending_message,
-            extra=pod_context(pod),
-        )
-        self._actuator.explain(
-            pod,
-            warning=(
-                RESIZE_INFEASIBLE,
-                "kubelet cannot apply the CPU limit "
-                f"({pod.resize_pending_message or 'no reason given'}); "
-                f"not resizing for {seconds_text(settings.backoff_seconds)}",
-            ),
-        )
-
-    def _note_bad_cap(self, pod: PodInfo) -> None:
-        warning = pod.max_cpu_warning
-        if warning is None or not self._memory.first_report(
-            pod.uid, INVALID_MAX_CPU, marker=warning
-        ):
-            return
-        self._actuator.explain(pod, warning=(INVALID_MAX_CPU, warning))
-
-    def _record(
-        self, node_name: str, result: NodeResult, *, deferred: int, pool: str | None
-    ) -> None:
-        self._metrics.node_factor.labels(node=node_name).set(float(result.factor))
-        self._metrics.node_slack_cores.labels(node=node_name).set(max(result.slack_m, 0) / 1000)
+    def _record(self, decision: NodeDecision) -> None:
+        result = decision.result
+        name = result.name
+        self._metrics.node_factor.labels(node=name).set(float(result.factor))
+        self._metrics.node_slack_cores.labels(node=name).set(max(result.slack_m, 0) / 1000)
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
         # to chart.
         limited = [r for r in result.pods if r.target_m > 0]
@@ -210,13 +171,16 @@ class NodeReconciler:
             self._metrics.pod_limit_cores.labels(namespace=pod.namespace, pod=pod.name).set(
                 pod_result.target_m / 1000
             )
+        deferred = sum(1 for r in result.pods if r.pod.resize_pending == DEFERRED) + sum(
+            1 for pod in decision.backed_off if pod.resize_pending == DEFERRED
+        )
         self._set_tally(
-            node_name,
+            name,
             _NodeTally(
                 series=frozenset((r.pod.namespace, r.pod.name) for r in limited),
                 managed=len(result.pods),
                 deferred=deferred,
-                pool=pool,
+                pool=decision.pool,
             ),
         )
 
@@ -248,62 +212,84 @@ class NodeReconciler:
             self._pool_managed.pop(pool, None)
         self._metrics.set_pool_managed(pool, count)
 
-    def _plan(
-        self,
-        node: NodeResult,
-        pod_result: PodResult,
-        *,
-        settings: Settings,
-        pool: str | None,
-        now: datetime,
-        round_: Round,
-    ) -> None:
-        """Plan one pod's resize (in dry-run: count and announce it) and annotation."""
+
+def plan_node(
+    decision: NodeDecision,
+    plan: NodePlan,
+    *,
+    memory: PodMemory,
+    pending_annotation: Callable[[str], str | None],
+    metrics: ReconcilerMetrics,
+    now: datetime,
+    round_: Round,
+) -> None:
+    """Plan each managed pod's resize (in dry-run: count and announce it) and annotation.
+
+    The annotation explains the applied limit. Enforcing, it is written once a resize is
+    applied; dry-run, when the target the pod would get moves past the deadband. Either
+    way it is (re)written when it is missing, was edited by someone else, or was written
+    for another mode or pool. A slack move that leaves the limit inside the deadband
+    writes nothing: ``kubectl headroom explain`` computes the current numbers at any time.
+    """
+    settings = decision.settings
+    for pod_result in decision.result.pods:
         pod = pod_result.pod
         if pod_result.reason is Reason.QOS_GUARD and not pod_result.current_m:
             # No limit can be set without making the pod Guaranteed, and it has none yet:
             # there is no ceiling to explain.
-            self._actuator.drop_resize(pod.key)
-            return
-        explanation = explain(node, pod_result, dry_run=settings.dry_run, pool=pool)
-        previous = self._actuator.pending_annotation(pod.key) or self._memory.current_annotation(
-            pod.uid, cached=pod.status_annotation
+            plan.unplanned.append(pod.key)
+            continue
+        explanation = explain(
+            decision.result, pod_result, dry_run=settings.dry_run, pool=decision.pool
         )
-        annotation = status_annotation(explanation, previous=previous, now=now)
-        patch = pod_result.patch and not self._memory.resize_unseen(
+        patch = pod_result.patch and not memory.resize_unseen(
             pod.uid, generation=pod.generation, target_m=pod_result.target_m
         )
         # A pod with pod-level resources has no container limits to set: its target is
         # the pod-level limit.
         resize = patch and bool(pod_result.containers or pod.pod_resources is not None)
+        previous = pending_annotation(pod.key) or memory.current_annotation(
+            pod.uid, cached=pod.status_annotation
+        )
         if resize and not settings.dry_run:
-            self._actuator.resize(
+            plan.resizes.append(
                 ResizePlan(
                     pod=pod,
                     settings=settings,
                     containers=pod_result.containers,
                     target_m=pod_result.target_m,
                     explanation=explanation,
-                    annotation=annotation,
+                    annotation=status_annotation(explanation, previous=previous, now=now),
                     round=round_,
                 )
             )
             # The annotation follows once the resize is applied.
-            return
-        self._actuator.drop_resize(pod.key)
-        if resize and _target_of(annotation) != _target_of(previous):
-            # Dry-run: counted and announced once per distinct target, not at every reconcile.
-            self._metrics.count(Result.DRY_RUN)
-            self._actuator.explain(pod, adjusted=(pod.limit_m, explanation))
-        if annotation != previous:
-            self._actuator.explain(pod, annotation=annotation)
+            continue
+        plan.unplanned.append(pod.key)
+        annotated = annotated_target(previous, dry_run=settings.dry_run, pool=decision.pool)
+        stale = annotated is None or memory.annotation_edited(pod.uid)
+        if settings.dry_run:
+            moved = resize and (annotated is None or _moved(pod_result, annotated, settings))
+            if moved:
+                # Counted and announced once per target that moves past the deadband.
+                metrics.count(Result.DRY_RUN)
+                plan.explanations.append(Explain(pod, adjusted=(pod.limit_m, explanation)))
+            stale = stale or moved
+        else:
+            # Enforcing with nothing to apply: the annotation explains the limit the pod has.
+            explanation = explanation.applied(pod_result.current_m)
+        if stale:
+            annotation = status_annotation(explanation, previous=previous, now=now)
+            if annotation != previous:
+                plan.explanations.append(Explain(pod, annotation=annotation))
 
 
-def _target_of(annotation: str | None) -> object:
-    if annotation is None:
-        return None
-    try:
-        decoded = json.loads(annotation)
-    except ValueError:
-        return None
-    return decoded.get("targetLimit") if isinstance(decoded, dict) else None
+def _moved(result: PodResult, annotated_m: int, settings: Settings) -> bool:
+    """Whether the target moved past the deadband from the one last announced."""
+    reason = decide(
+        target_m=result.target_m,
+        current_m=annotated_m,
+        grow_percent=settings.grow_percent,
+        shrink_percent=settings.shrink_percent,
+    )
+    return reason in PATCH_REASONS

@@ -1,46 +1,48 @@
-"""The node work queue: level-based, keyed by node name, with per-node debounce.
+"""Work queues: keys due at times, each handed to one worker at a time, on an injected clock.
 
-A key is scheduled at most once. The debounce trails: each change to a node pushes its
-reconcile back by the (jittered) period, so a rollout landing many pods on a node yields
-one reconcile once they have all landed, and its pods are resized once, straight to
-their final targets. Steady churn cannot postpone a node forever: a node is reconciled
-at most `MAX_DEBOUNCE_PERIODS` periods after its first pending change. Any other add
-only ever moves a key earlier. A key being reconciled is never handed to a second
-worker; if it is added meanwhile it is scheduled again when the worker calls `done`, so
-the change that arrived mid-reconcile is not lost.
+`DelayQueue` schedules each key at most once. Adding a key only ever moves it earlier. A
+key being worked on is never handed to a second worker; if it is added meanwhile it is
+scheduled again when the worker calls `done`, so a change that arrived mid-work is not
+lost. The resize lane queues pods on it, at their node's pace.
 
-The clock and random source are injected so tests drive the queue without sleeping.
+`NodeQueue` is the reconciler's queue of nodes, level-based and keyed by node name:
+
+- **Debounce.** It trails: each change to a node pushes its reconcile back by the
+  (jittered) period, so a rollout landing many pods on a node yields one reconcile once
+  they have all landed, and its pods are resized once, straight to their final targets.
+  Steady churn cannot postpone a node forever: a node is reconciled at most
+  `MAX_DEBOUNCE_PERIODS` periods after its first pending change.
+- **Retries.** It is the one place that decides when a failed node is tried again:
+  `retry` requeues with exponential back-off per key (full jitter above half the delay),
+  as client-go's rate-limiting queue does; `forget` resets a key's failures once it
+  succeeds, and frees them when its node goes away.
+
+The clock and random source are injected so tests drive the queues without sleeping.
 """
 
 import asyncio
-import contextlib
 import heapq
+import itertools
 import random
-import time
-from collections.abc import Callable
+from typing import Final
+
+from app.io.clock import Clock, LoopClock, wait
 
 # Spread of a prompt reaction (config or namespace enrolment change): fast, but not every
 # node in the same instant.
-PROMPT_SPREAD_SECONDS = 0.5
+PROMPT_SPREAD_SECONDS: Final = 0.5
 # The longest a node's first pending change waits, in debounce periods.
-MAX_DEBOUNCE_PERIODS = 3
+MAX_DEBOUNCE_PERIODS: Final = 3
 
 
-class NodeQueue:
-    def __init__(
-        self,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        rand: random.Random | None = None,
-    ) -> None:
-        self._clock = clock
-        self._rand = rand if rand is not None else random.Random()  # noqa: S311 - jitter, not crypto
+class DelayQueue:
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else LoopClock()
         self._due: dict[str, float] = {}
-        self._heap: list[tuple[float, str]] = []
+        self._heap: list[tuple[float, int, str]] = []
+        self._order = itertools.count()
         self._active: set[str] = set()
         self._held: dict[str, float] = {}
-        # Keys whose schedule is a trailing debounce, with the time of their first change.
-        self._settling: dict[str, float] = {}
         self._wakeup = asyncio.Event()
         self._closed = False
 
@@ -59,32 +61,20 @@ class NodeQueue:
         current = self._due.get(key)
         if current is not None and current <= due:
             return
-        self._settling.pop(key, None)
         self._schedule(key, due)
 
-    def add_debounced(self, key: str, *, period: float) -> None:
-        """Schedule once the node has been quiet for the debounce period (jittered ±50% so
-        nodes do not move in step), at most `MAX_DEBOUNCE_PERIODS` after its first change."""
-        now = self._clock()
-        due = now + period * self._rand.uniform(0.5, 1.5)
-        if key in self._active or (key in self._due and key not in self._settling):
-            # Reconciling, or due for another reason: that look sees this change too.
-            self.add(key, delay=due - now)
-            return
-        first = self._settling.setdefault(key, now)
-        self._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
+    def discard(self, key: str) -> None:
+        """Unschedule `key` (a worker holding it keeps it until `done`)."""
+        self._due.pop(key, None)
+        self._held.pop(key, None)
+
+    def active(self, key: str) -> bool:
+        return key in self._active
 
     def _schedule(self, key: str, due: float) -> None:
         self._due[key] = due
-        heapq.heappush(self._heap, (due, key))
+        heapq.heappush(self._heap, (due, next(self._order), key))
         self._wakeup.set()
-
-    def add_spread(self, key: str, *, window: float) -> None:
-        """Schedule at a uniformly random point within `window` seconds."""
-        self.add(key, delay=self._rand.uniform(0.0, max(0.0, window)))
-
-    def add_prompt(self, key: str) -> None:
-        self.add_spread(key, window=PROMPT_SPREAD_SECONDS)
 
     def next_due(self) -> float | None:
         self._drop_stale()
@@ -95,11 +85,14 @@ class NodeQueue:
         self._drop_stale()
         if not self._heap or self._heap[0][0] > self._clock():
             return None
-        _, key = heapq.heappop(self._heap)
+        _, _, key = heapq.heappop(self._heap)
         del self._due[key]
-        self._settling.pop(key, None)
+        self._popped(key)
         self._active.add(key)
         return key
+
+    def _popped(self, key: str) -> None:
+        """A key leaves the schedule for a worker."""
 
     def done(self, key: str) -> None:
         self._active.discard(key)
@@ -118,17 +111,75 @@ class NodeQueue:
             if key is not None:
                 return key
             due = self.next_due()
-            timeout = None if due is None else max(0.0, due - self._clock())
             self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            await wait(
+                self._clock, self._wakeup, None if due is None else max(0.0, due - self._clock())
+            )
         return None
 
     def _drop_stale(self) -> None:
-        # Moving a key earlier leaves its old heap entry behind; skip entries that no longer
-        # match the key's schedule.
+        # Moving a key earlier (or discarding it) leaves its old heap entry behind; skip
+        # entries that no longer match the key's schedule.
         while self._heap:
-            due, key = self._heap[0]
+            due, _, key = self._heap[0]
             if self._due.get(key) == due:
                 return
             heapq.heappop(self._heap)
+
+
+class NodeQueue(DelayQueue):
+    def __init__(self, *, clock: Clock | None = None, rand: random.Random | None = None) -> None:
+        super().__init__(clock=clock)
+        self._rand = rand if rand is not None else random.Random()  # noqa: S311 - jitter, not crypto
+        # Keys whose schedule is a trailing debounce, with the time of their first change.
+        self._settling: dict[str, float] = {}
+        # Consecutive failures per key, for `retry`.
+        self._failures: dict[str, int] = {}
+
+    def add(self, key: str, *, delay: float = 0.0) -> None:
+        due = self._clock() + max(0.0, delay)
+        current = self._due.get(key)
+        if key not in self._active and (current is None or due < current):
+            self._settling.pop(key, None)
+        super().add(key, delay=delay)
+
+    def add_debounced(self, key: str, *, period: float) -> None:
+        """Schedule once the node has been quiet for the debounce period (jittered ±50% so
+        nodes do not move in step), at most `MAX_DEBOUNCE_PERIODS` after its first change."""
+        now = self._clock()
+        due = now + period * self._rand.uniform(0.5, 1.5)
+        if key in self._active or (key in self._due and key not in self._settling):
+            # Being reconciled, or due for another reason: that look sees this change too.
+            self.add(key, delay=due - now)
+            return
+        first = self._settling.setdefault(key, now)
+        self._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
+
+    def add_spread(self, key: str, *, window: float) -> None:
+        """Schedule at a uniformly random point within `window` seconds."""
+        self.add(key, delay=self._rand.uniform(0.0, max(0.0, window)))
+
+    def add_prompt(self, key: str) -> None:
+        self.add_spread(key, window=PROMPT_SPREAD_SECONDS)
+
+    def retry(self, key: str, *, initial: float, cap: float) -> None:
+        """Try `key` again after a failure: `initial` doubled per consecutive failure, up
+        to `cap`, half of it fixed and half jittered (never at once, never all together)."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        ceiling = min(cap, initial * 2.0**failures)
+        self.add(key, delay=ceiling / 2 + self._rand.uniform(0.0, ceiling / 2))
+
+    def forget(self, key: str) -> None:
+        """`key` succeeded, or is gone: its next failure starts the back-off over."""
+        self._failures.pop(key, None)
+
+    def forget_all(self) -> None:
+        self._failures.clear()
+
+    def failing(self) -> int:
+        """How many keys have failures on record."""
+        return len(self._failures)
+
+    def _popped(self, key: str) -> None:
+        self._settling.pop(key, None)

@@ -2,8 +2,8 @@
 
 Each call names the exact subresource, content type and field manager; none of them can
 touch requests, memory or any field other than `limits.cpu` and Headroom's annotation.
-Each write spends a token of the client's write budget in its lane (resizes and the
-config status in the primary lane, explanations in the secondary one) and carries a
+Each write spends a token of its lane's budget (resizes and the config status: the
+resize budget; annotations and events: the explanation budget) and carries a
 precondition that is checked after the token is granted, right before the request goes
 out: when it no longer holds (a stop button was pressed, leadership lapsed, the pod
 changed) nothing is sent and `Skipped` is raised.
@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, FIELD_MANAGER, GROUP, VERSION
+from app.core import apipaths
+from app.core.labels import FIELD_MANAGER
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
@@ -34,8 +35,6 @@ RESIZE_INFEASIBLE: Final = "ResizeInfeasible"
 RESIZE_FORBIDDEN: Final = "ResizeForbidden"
 INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
-_CONFIG_STATUS_PATH: Final = f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}/status"
-
 Precondition = Callable[[], bool]
 
 
@@ -53,10 +52,6 @@ class Transport(Protocol):
         lane: Lane | None = None,
         precondition: Precondition | None = None,
     ) -> ApiResponse: ...
-
-
-def _pod_path(pod: PodInfo) -> str:
-    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
 class Writer:
@@ -97,7 +92,7 @@ class Writer:
             )
         return await self._http.request(
             "PATCH",
-            f"{_pod_path(pod)}/resize",
+            apipaths.PODS.path(namespace=pod.namespace, name=pod.name, subresource="resize"),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=body,
             content_type=APPLY_PATCH,
@@ -108,7 +103,7 @@ class Writer:
     async def annotate(self, pod: PodInfo, text: str, *, precondition: Precondition) -> ApiResponse:
         return await self._http.request(
             "PATCH",
-            _pod_path(pod),
+            apipaths.PODS.path(namespace=pod.namespace, name=pod.name),
             query=[("fieldManager", FIELD_MANAGER)],
             body=annotation_patch(text),
             content_type=MERGE_PATCH,
@@ -139,7 +134,7 @@ class Writer:
         try:
             response = await self._http.request(
                 "POST",
-                f"/api/v1/namespaces/{pod.namespace}/events",
+                apipaths.EVENTS.path(namespace=pod.namespace),
                 body=body,
                 lane=Lane.SECONDARY,
                 precondition=precondition,
@@ -160,7 +155,7 @@ class Writer:
         # read (`kubectl get hcfg`) and which must not wait behind a wave of explanations.
         return await self._http.request(
             "PATCH",
-            _CONFIG_STATUS_PATH,
+            apipaths.CONFIG_STATUS,
             query=[("fieldManager", FIELD_MANAGER)],
             body=config_status_patch(status),
             content_type=MERGE_PATCH,

@@ -8,6 +8,7 @@ allocatable CPU (pods bound before allocatable shrank, static pods, a kubelet re
 more), people read slack 0 and the excess as ``overbooked``, everywhere it is shown.
 """
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +36,10 @@ class Explanation:
     dry_run: bool
     # The node pool whose overrides applied; None when the node is in no pool.
     pool: str | None = None
+
+    def applied(self, limit_m: int) -> "Explanation":
+        """This explanation of the limit the pod already has (nothing to apply)."""
+        return dataclasses.replace(self, target_m=limit_m)
 
 
 def factor_text(factor: Fraction) -> str:
@@ -113,12 +118,34 @@ def event_message(explanation: Explanation) -> str:
     return f"would set {message}" if explanation.dry_run else message
 
 
-def _same_apart_from_time(previous: str, fields: dict[str, Any]) -> bool:
+def annotated_target(text: str | None, *, dry_run: bool, pool: str | None) -> int | None:
+    """The target (millicores) a status annotation explains when Headroom wrote it for this
+    mode and pool; None when there is none, it was edited, or it is of another mode or pool.
+    """
+    fields = _fields(text)
+    if fields is None or _COMPUTED_AT not in fields or fields.get("policy") != POLICY_VERSION:
+        return None
+    if fields.get("dryRun", False) is not dry_run or fields.get("pool") != pool:
+        return None
+    target = fields.get("targetLimit")
+    if not isinstance(target, str) or not target.endswith("m") or not target[:-1].isdigit():
+        return None
+    return int(target[:-1])
+
+
+def _fields(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
     try:
-        old = json.loads(previous)
+        fields = json.loads(text)
     except ValueError:
-        return False
-    if not isinstance(old, dict) or _COMPUTED_AT not in old:
+        return None
+    return fields if isinstance(fields, dict) else None
+
+
+def _same_apart_from_time(previous: str, fields: dict[str, Any]) -> bool:
+    old = _fields(previous)
+    if old is None or _COMPUTED_AT not in old:
         return False
     return {key: value for key, value in old.items() if key != _COMPUTED_AT} == fields
 

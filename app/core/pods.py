@@ -263,6 +263,11 @@ def decode_pod(data: bytes | memoryview) -> PodWire:
         raise PodShapeError(str(err)) from err
 
 
+def pod_wire(obj: Mapping[str, Any]) -> PodWire:
+    """A pod held as a dict, in the wire schema; raises ``PodShapeError`` on a wrong type."""
+    return _convert(obj, PodWire)
+
+
 def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
     """Strip a pod held as a dict (an admission request, a listed or saved item).
 
@@ -270,7 +275,7 @@ def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = 
     class; they are then not worked out again. Raises ``PodShapeError`` when a field has
     the wrong type and ``QuantityError`` on a bad quantity.
     """
-    return pod_info(_convert(obj, PodWire), facts=facts)
+    return pod_info(pod_wire(obj), facts=facts)
 
 
 def resource_facts(

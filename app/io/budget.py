@@ -1,22 +1,27 @@
-"""The client-side write budget: one token bucket, two lanes served in priority order.
+"""Client-side write budgets: token buckets whose waiters are served in arrival order.
 
-Every write Headroom makes spends a token of one budget (the config's clientQPS and
-clientBurst), so the runbook's promise that the rate limits bound the write load holds
-for all of them. Waiters of the primary lane (resizes: what tenants feel) are always
-served before waiters of the secondary lane (annotations, events, status: the
-explanations), so a queue of explanations never delays a pending resize; within a lane
-waiters are served in arrival order.
+Headroom's writes come in two lanes, each with a budget of its own: resizes (and the
+config's status) under `clientQPS`/`clientBurst`, and the annotations and events that
+explain them under `explanationQPS`/`explanationBurst`, as client-go gives its event
+recorder a client of its own. A wave of explanations therefore never delays a resize, and
+the write load stays bounded by the two rates together.
 """
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable
 from enum import IntEnum
 
+from app.io.clock import Clock, LoopClock, Timer
+
+# Refills are floating-point sums: a balance this close to a whole token is one.
+_ROUNDING = 1e-9
+
 
 class Lane(IntEnum):
+    # Resizes and the config status.
     PRIMARY = 0
+    # Annotations and events.
     SECONDARY = 1
 
 
@@ -28,9 +33,7 @@ class TokenBucket:
     arrival order and a burst never exceeds the configured size.
     """
 
-    def __init__(
-        self, *, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, rate: float, burst: int, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._rate = rate
         self._burst = burst
@@ -58,9 +61,10 @@ class TokenBucket:
         return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
 
     def take(self) -> bool:
-        """Take a token if a whole one is there."""
+        """Take a token if a whole one is there (to within rounding: a timer set for the
+        moment the token is whole must find it whole)."""
         self._refill()
-        if self._tokens < 1:
+        if self._tokens < 1 - _ROUNDING:
             return False
         self._tokens -= 1
         return True
@@ -82,12 +86,14 @@ class TokenBucket:
 
 
 class WriteBudget:
-    def __init__(
-        self, *, rate: float, burst: int, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._bucket = TokenBucket(rate=rate, burst=burst, clock=clock)
-        self._waiters: tuple[deque[asyncio.Future[None]], ...] = tuple(deque() for _ in Lane)
-        self._timer: asyncio.TimerHandle | None = None
+    def __init__(self, *, rate: float, burst: int, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._bucket = TokenBucket(rate=rate, burst=burst, clock=self._now)
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._timer: Timer | None = None
+
+    def _now(self) -> float:
+        return self._clock()
 
     @property
     def rate(self) -> float:
@@ -97,19 +103,19 @@ class WriteBudget:
     def burst(self) -> int:
         return self._bucket.burst
 
-    def waiting(self, lane: Lane) -> int:
-        return sum(1 for waiter in self._waiters[lane] if not waiter.done())
+    def waiting(self) -> int:
+        return sum(1 for waiter in self._waiters if not waiter.done())
 
     def reconfigure(self, *, rate: float, burst: int) -> None:
         self._bucket.reconfigure(rate=rate, burst=burst)
         self._dispatch()
 
-    async def acquire(self, lane: Lane) -> None:
-        """Wait for a token; higher lanes and earlier arrivals are served first."""
-        if not any(self._pending(up_to=lane)) and self._bucket.take():
+    async def acquire(self) -> None:
+        """Wait for a token; earlier arrivals are served first."""
+        if not self.waiting() and self._bucket.take():
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters[lane].append(waiter)
+        self._waiters.append(waiter)
         self._dispatch()
         try:
             await waiter
@@ -124,21 +130,16 @@ class WriteBudget:
         self._bucket.give_back()
         self._dispatch()
 
-    def _pending(self, *, up_to: Lane) -> list[int]:
-        return [self.waiting(lane) for lane in Lane if lane <= up_to]
-
     def _dispatch(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        for queue in self._waiters:
-            while queue:
-                if queue[0].done():
-                    queue.popleft()
-                elif self._bucket.take():
-                    queue.popleft().set_result(None)
-                else:
-                    break
-        if any(queue for queue in self._waiters):
-            delay = self._bucket.seconds_to_next()
-            self._timer = asyncio.get_running_loop().call_later(delay, self._dispatch)
+        while self._waiters:
+            if self._waiters[0].done():
+                self._waiters.popleft()
+            elif self._bucket.take():
+                self._waiters.popleft().set_result(None)
+            else:
+                break
+        if self._waiters:
+            self._timer = self._clock.call_later(self._bucket.seconds_to_next(), self._dispatch)

@@ -8,9 +8,9 @@ request path (`param_serialize`, then `call_api` with stdlib JSON encoding) cost
 
 Status handling lives here too: a transport failure or timeout is `ApiUnavailable`, a
 non-2xx answer is an `ApiResponse` the caller classifies (or `ApiError` from the
-convenience calls). Writes may name a `Lane` of the client-side `WriteBudget`; the token
-is taken first, then an optional precondition is checked right before the request goes
-out, so a write that is no longer wanted is never sent.
+convenience calls). Writes name a `Lane`, whose `WriteBudget` they spend a token of; the
+token is taken first, then an optional precondition is checked right before the request
+goes out, so a write that is no longer wanted is never sent.
 """
 
 import asyncio
@@ -47,9 +47,9 @@ REQUEST_SECONDS: Final = 30.0
 _READ_BUFFER: Final = 2**21
 # Identifies the process in the API server's audit log and metrics, as client-go does.
 DEFAULT_USER_AGENT: Final = "kube-headroom"
-# Writes in flight at once. The budget paces them; bounding their concurrency as well keeps
-# a slow API server from costing a new TLS connection per queued write, while leaving room
-# for a budget's worth of writes waiting a second each for their answers.
+# Writes in flight at once, per lane. The budgets pace them; bounding their concurrency as
+# well keeps a slow API server from costing a new TLS connection per queued write, while
+# leaving room for a budget's worth of writes waiting a second each for their answers.
 MAX_WRITES_IN_FLIGHT: Final = 32
 # Idle connections are kept this long (closed at the pool's next sweep, so within twice
 # this), so a wave's writes reuse them. Not longer: each TLS connection holds about 150 KiB
@@ -118,21 +118,17 @@ class KubeHttp:
         self,
         client: ApiClient,
         *,
-        budget: WriteBudget | None = None,
+        budgets: Mapping[Lane, WriteBudget] | None = None,
         timeout_seconds: float = REQUEST_SECONDS,
         user_agent: str = DEFAULT_USER_AGENT,
     ) -> None:
         self._client = client
         self._user_agent = user_agent
         self._configuration = client.configuration
-        self._budget = budget
+        self._budgets = dict(budgets or {})
         self._timeout = timeout_seconds
         self._session: aiohttp.ClientSession | None = None
-        self._writes = asyncio.Semaphore(MAX_WRITES_IN_FLIGHT)
-
-    @property
-    def budget(self) -> WriteBudget | None:
-        return self._budget
+        self._writes = {lane: asyncio.Semaphore(MAX_WRITES_IN_FLIGHT) for lane in Lane}
 
     async def close(self) -> None:
         if self._session is not None:
@@ -152,20 +148,19 @@ class KubeHttp:
     ) -> ApiResponse:
         """Send one request and read the whole answer.
 
-        With a `lane`, a token of the write budget is taken first; `precondition` is then
-        checked right before sending, and when it fails the token is refunded and
-        `Skipped` raised.
+        With a `lane`, a token of its budget is taken first; `precondition` is then checked
+        right before sending, and when it fails the token is refunded and `Skipped` raised.
         """
         if lane is None:
             return await self._send(method, path, query=query, body=body, content_type=content_type)
-        # The token first: the budget serves lanes in priority order, and a write holds a
-        # connection slot only once it may go.
-        if self._budget is not None:
-            await self._budget.acquire(lane)
-        async with self._writes:
+        # The token first: a write holds a connection slot only once it may go.
+        budget = self._budgets.get(lane)
+        if budget is not None:
+            await budget.acquire()
+        async with self._writes[lane]:
             if precondition is not None and not precondition():
-                if self._budget is not None:
-                    self._budget.refund()
+                if budget is not None:
+                    budget.refund()
                 raise Skipped
             return await self._send(method, path, query=query, body=body, content_type=content_type)
 

@@ -10,19 +10,27 @@ Cyclic garbage collection is paused while a page is handled (collection dominate
 decoding on Python 3.11). It watches from the list's resourceVersion with bookmarks,
 relists on `410 Gone`, re-watches when a stream goes silent (a dead connection), and
 backs off on errors.
+
+`cache_reflectors` builds the reflectors that feed the cluster cache (`app.core.cluster`):
+the reconciler's, the webhook's and the convergence oracle's are the same ones.
 """
 
 import asyncio
 import gc
 import logging
 import random
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Final, Protocol
+from enum import StrEnum
+from typing import Any, Final, Protocol
 
 import msgspec
 
+from app.core import apipaths
 from app.core.backoff import ExponentialBackoff
+from app.core.cluster import ClusterCache
+from app.core.feeds import object_feed, pod_feed
+from app.core.labels import CONFIG_NAME
 from app.io.http import ApiError, ApiResponse, ApiUnavailable
 
 log = logging.getLogger(__name__)
@@ -250,3 +258,76 @@ def _collection_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class Kind(StrEnum):
+    """The resources the cluster cache can be fed, one reflector each."""
+
+    CONFIG = "config"
+    NAMESPACES = "namespaces"
+    NODES = "nodes"
+    LIMIT_RANGES = "limitranges"
+    VPAS = "vpas"
+    RESOURCE_QUOTAS = "resourcequotas"
+    PODS = "pods"
+
+
+# The pod watch skips unbound and finished pods: they book no CPU on any node.
+POD_FIELD_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+# Everything a node's decision reads: the reconciler's watches, and any judge of its work.
+DECISION_KINDS: Final = (
+    Kind.CONFIG,
+    Kind.NAMESPACES,
+    Kind.NODES,
+    Kind.LIMIT_RANGES,
+    Kind.VPAS,
+    Kind.PODS,
+)
+
+
+def cache_reflectors(
+    *, api: ListWatcher, cache: ClusterCache, kinds: Iterable[Kind] = DECISION_KINDS
+) -> dict[Kind, Reflector]:
+    """One reflector per kind, feeding ``cache``."""
+
+    def feed(apply: Callable[[str, Any], None], kind: Kind) -> Handler:
+        return object_feed(apply, lambda: cache.keys(kind))
+
+    builders: dict[Kind, Callable[[], Reflector]] = {
+        Kind.CONFIG: lambda: Reflector(
+            api=api,
+            path=apipaths.HEADROOM_CONFIGS.path(),
+            handler=feed(cache.apply_config, Kind.CONFIG),
+            field_selector=f"metadata.name={CONFIG_NAME}",
+        ),
+        Kind.NAMESPACES: lambda: Reflector(
+            api=api,
+            path=apipaths.NAMESPACES.path(),
+            handler=feed(cache.apply_namespace, Kind.NAMESPACES),
+        ),
+        Kind.NODES: lambda: Reflector(
+            api=api, path=apipaths.NODES.path(), handler=feed(cache.apply_node, Kind.NODES)
+        ),
+        Kind.LIMIT_RANGES: lambda: Reflector(
+            api=api,
+            path=apipaths.LIMIT_RANGES.path(),
+            handler=feed(cache.apply_limit_range, Kind.LIMIT_RANGES),
+        ),
+        Kind.VPAS: lambda: Reflector(
+            api=api,
+            path=apipaths.VERTICAL_POD_AUTOSCALERS.path(),
+            handler=feed(cache.apply_vpa, Kind.VPAS),
+        ),
+        Kind.RESOURCE_QUOTAS: lambda: Reflector(
+            api=api,
+            path=apipaths.RESOURCE_QUOTAS.path(),
+            handler=feed(cache.apply_quota, Kind.RESOURCE_QUOTAS),
+        ),
+        Kind.PODS: lambda: Reflector(
+            api=api,
+            path=apipaths.PODS.path(),
+            handler=pod_feed(cache),
+            field_selector=POD_FIELD_SELECTOR,
+        ),
+    }
+    return {kind: builders[kind]() for kind in kinds}

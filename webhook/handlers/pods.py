@@ -11,12 +11,13 @@ never adjust that limit later. The JSONPatch touches nothing but the seeded
 
 from typing import Final
 
+from app.core.cluster import NamespaceFacts
 from app.core.config import settings_for_pod
+from app.core.decision import pod_gate
 from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.pods import pod_info_from_dict
 from app.core.policy import seed_limits, seed_pod_limit
 from app.core.quantity import QuantityError
-from app.core.selection import ineligibility
 from webhook.cache import ClusterCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
@@ -106,7 +107,13 @@ async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Dec
     warnings = [info.max_cpu_warning] if info.max_cpu_warning else []
     # A pod being created is unbound and has no resize history: the node and back-off
     # gates are the reconciler's.
-    if ineligibility(settings, info, namespace_labels=namespace_labels, node=None, vpas=vpas):
+    lookups = NamespaceFacts(
+        namespace=request.namespace,
+        labels=namespace_labels,
+        caps=limit_range,
+        namespace_vpas=tuple(vpas),
+    )
+    if pod_gate(settings, info, node=None, lookups=lookups):
         return allow(warnings=warnings)
     if info.pod_resources is not None:
         try:

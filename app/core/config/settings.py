@@ -63,6 +63,8 @@ class Settings:
     per_node_patches_per_second: int = 10
     client_qps: int = 50
     client_burst: int = 100
+    explanation_qps: int = 50
+    explanation_burst: int = 100
     webhook_enabled: bool = True
     webhook_initial_multiplier: Fraction = Fraction(2)
     namespace_selector: LabelSelector = DEFAULT_NAMESPACE_SELECTOR

@@ -1,7 +1,9 @@
-"""Test doubles for the reconciler: a settable clock, a scripted random source, and a
-transport fake at the level of the project's own `Transport` interface."""
+"""Test doubles for the reconciler: a settable clock with timers, a scripted random source,
+and a transport fake at the level of the project's own `Transport` interface."""
 
 import asyncio
+import heapq
+import itertools
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,14 +16,39 @@ from app.io.http import JSON, ApiResponse, Skipped
 
 
 class FakeClock:
+    """A settable clock with timers: `advance` moves time and fires what came due."""
+
     def __init__(self, start: float = 1000.0) -> None:
         self.now = start
+        self._timers: list[tuple[float, int, _Timer]] = []
+        self._order = itertools.count()
 
     def __call__(self) -> float:
         return self.now
 
+    def call_later(self, delay: float, callback: Callable[[], None]) -> "_Timer":
+        timer = _Timer(callback)
+        heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), timer))
+        return timer
+
     def advance(self, seconds: float) -> None:
         self.now += seconds
+        while self._timers and self._timers[0][0] <= self.now:
+            _, _, timer = heapq.heappop(self._timers)
+            timer.fire()
+
+
+class _Timer:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self._callback: Callable[[], None] | None = callback
+
+    def cancel(self) -> None:
+        self._callback = None
+
+    def fire(self) -> None:
+        if self._callback is not None:
+            callback, self._callback = self._callback, None
+            callback()
 
 
 class FixedRandom(random.Random):

@@ -145,8 +145,12 @@ def test_changes_not_yet_announced_are_announced_by_one_event_spanning_them() ->
 
     async def plan() -> None:
         # Both land before the explanation lane gets its turn.
-        world.actuator.explain(pod, adjusted=(500, _explanation(500, 1000)), annotation="first")
-        world.actuator.explain(pod, adjusted=(1000, _explanation(1000, 2000)), annotation="second")
+        world.actuator.explanations.add(
+            pod, adjusted=(500, _explanation(500, 1000)), annotation="first"
+        )
+        world.actuator.explanations.add(
+            pod, adjusted=(1000, _explanation(1000, 2000)), annotation="second"
+        )
 
     world.run(plan())
     assert world.events() == [
@@ -161,21 +165,28 @@ def test_a_wave_settles_once_its_writes_are_sent_and_none_follow() -> None:
     worked_example(world)
     sent_when_settled: list[int] = []
 
+    async def passing(seconds: float) -> None:
+        """Let the writers run, then move the clock on."""
+        for _ in range(50):
+            await asyncio.sleep(0)
+        world.clock.advance(seconds)
+        await asyncio.sleep(0)
+
     async def wave() -> None:
-        loop = asyncio.get_running_loop()
         waiter = asyncio.create_task(world.actuator.wave_settled(quiet=0.2))
-        await asyncio.sleep(0.3)
+        await passing(0.3)
         # Idle and no wave yet: nothing to wait for.
         assert not waiter.done()
         world.reconciler.reconcile("node-1")
-        await asyncio.sleep(0.1)
+        await passing(0.1)
         # A neighbour lands before the quiet time is up: the wave goes on.
         assert not waiter.done()
         world.add("d", containers=[container(cpu_request="4")])
         world.reconciler.reconcile("node-1")
-        planned = loop.time()
-        await waiter
-        assert loop.time() - planned >= 0.2
+        planned = world.clock.now
+        while not waiter.done():
+            await passing(0.05)
+        assert world.clock.now - planned >= 0.2
         sent_when_settled.append(len(world.api.sent))
 
     world.run(wave())

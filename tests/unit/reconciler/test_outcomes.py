@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.outcomes import Result, resize_result
+from reconciler.outcomes import Result, classify, result_of
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def status(code: int, reason: str, message: str) -> dict[str, Any]:
     ],
 )
 def test_resize_result(code: int, body: dict[str, Any], expected: Result | None) -> None:
-    assert resize_result(code=code, body=body) is expected
+    assert result_of(classify(code=code, body=body)) is expected
 
 
 def test_result_values_are_spelled_as_the_runbook_table() -> None:

@@ -6,15 +6,15 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from app.core.config import Settings
-from app.core.pods import PodInfo
+from app.core.cluster import ClusterCache, Quiet
+from app.io.clock import Clock
 from reconciler.actuator import Actuator
-from reconciler.cache import ClusterCache
 from reconciler.gate import WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.podmemory import PodMemory
 from reconciler.ratelimit import NodeBuckets
 from reconciler.reconcile import NodeReconciler
+from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 from tests.unit.app import builders
 from tests.unit.app.builders import container
@@ -25,21 +25,16 @@ PODS = "/api/v1/namespaces/team-a/pods"
 T = TypeVar("T")
 
 
-class Quiet:
-    def node_dirty(self, node: str, *, prompt: bool) -> None:
-        """Wake-ups are the queue's business; these tests call reconcile directly."""
+class RecordingQueue(NodeQueue):
+    """The real node queue, recording every (node, delay) it is asked to schedule."""
 
-    def node_removed(self, node: str) -> None:
-        """Not exercised here."""
+    def __init__(self, *, clock: Clock, requeued: list[tuple[str, float]]) -> None:
+        super().__init__(clock=clock)
+        self._requeued = requeued
 
-    def settings_changed(self, settings: Settings) -> None:
-        """Not exercised here."""
-
-    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
-        """Not exercised here."""
-
-    def annotation_changed(self, pod: PodInfo) -> None:
-        """Not exercised here."""
+    def add(self, key: str, *, delay: float = 0.0) -> None:
+        self._requeued.append((key, delay))
+        super().add(key, delay=delay)
 
 
 class World:
@@ -68,7 +63,7 @@ class World:
             memory=memory,
             buckets=NodeBuckets(rate=1000.0, clock=self.clock),
             metrics=self.metrics,
-            requeue=lambda node, delay: self.requeued.append((node, delay)),
+            nodes=RecordingQueue(clock=self.clock, requeued=self.requeued),
             settling=lambda node: self.actuator.resizing(node),
             clock=self.clock,
         )

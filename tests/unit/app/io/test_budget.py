@@ -1,72 +1,63 @@
-"""Token buckets, and the write budget: one bucket, the primary lane served before the secondary."""
+"""Token buckets, and the write budgets: a bucket each, waiters served in arrival order."""
 
 import asyncio
 
 import pytest
 
-from app.io.budget import Lane, TokenBucket, WriteBudget
+from app.io.budget import TokenBucket, WriteBudget
+from tests.unit.reconciler.fakes import FakeClock
 
 
 def test_the_burst_goes_out_at_once_then_the_rate_paces() -> None:
-    async def scenario() -> float:
-        budget = WriteBudget(rate=50.0, burst=5)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        for _ in range(10):
-            await budget.acquire(Lane.PRIMARY)
-        return loop.time() - started
+    async def scenario() -> list[float]:
+        clock = FakeClock()
+        budget = WriteBudget(rate=50.0, burst=5, clock=clock)
+        granted: list[float] = []
 
-    # Five at once, five more at 50/s: about 0.1 s.
-    assert 0.08 <= asyncio.run(scenario()) < 0.5
+        async def take() -> None:
+            await budget.acquire()
+            granted.append(clock.now - 1000.0)
+
+        tasks = [asyncio.create_task(take()) for _ in range(10)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+            clock.advance(0.01)
+        await asyncio.gather(*tasks)
+        return granted
+
+    granted = asyncio.run(scenario())
+    # Five at once, then one every 20 ms at 50/s.
+    assert granted[:5] == [0.0] * 5
+    assert granted[5:] == pytest.approx([0.02, 0.04, 0.06, 0.08, 0.10], abs=0.011)
 
 
-def test_primary_waiters_are_served_before_secondary_ones_that_came_first() -> None:
-    async def scenario() -> list[str]:
-        budget = WriteBudget(rate=100.0, burst=1)
-        await budget.acquire(Lane.PRIMARY)  # the bucket is now empty
-        served: list[str] = []
+def test_waiters_are_served_in_arrival_order() -> None:
+    async def scenario() -> list[int]:
+        clock = FakeClock()
+        budget = WriteBudget(rate=100.0, burst=1, clock=clock)
+        await budget.acquire()  # the bucket is now empty
+        served: list[int] = []
 
-        async def take(lane: Lane, name: str) -> None:
-            await budget.acquire(lane)
-            served.append(name)
+        async def take(index: int) -> None:
+            await budget.acquire()
+            served.append(index)
 
-        tasks = [asyncio.create_task(take(Lane.SECONDARY, f"explain-{i}")) for i in range(3)]
+        tasks = [asyncio.create_task(take(i)) for i in range(4)]
         await asyncio.sleep(0)
-        tasks += [asyncio.create_task(take(Lane.PRIMARY, f"resize-{i}")) for i in range(3)]
+        for _ in range(10):
+            clock.advance(0.01)
+            await asyncio.sleep(0)
         await asyncio.gather(*tasks)
         return served
 
-    assert asyncio.run(scenario()) == [
-        "resize-0",
-        "resize-1",
-        "resize-2",
-        "explain-0",
-        "explain-1",
-        "explain-2",
-    ]
-
-
-def test_a_new_secondary_write_does_not_jump_the_primary_queue() -> None:
-    async def scenario() -> tuple[bool, int]:
-        budget = WriteBudget(rate=10.0, burst=1)
-        await budget.acquire(Lane.PRIMARY)
-        waiting = asyncio.create_task(budget.acquire(Lane.PRIMARY))
-        await asyncio.sleep(0)
-        # A token refills only after 0.1 s; the secondary write must not take it first.
-        later = asyncio.create_task(budget.acquire(Lane.SECONDARY))
-        await asyncio.wait_for(asyncio.shield(waiting), 1.0)
-        done_first = not later.done()
-        await later
-        return done_first, budget.waiting(Lane.SECONDARY)
-
-    assert asyncio.run(scenario()) == (True, 0)
+    assert asyncio.run(scenario()) == [0, 1, 2, 3]
 
 
 def test_a_refund_serves_the_next_waiter() -> None:
     async def scenario() -> bool:
         budget = WriteBudget(rate=0.001, burst=1)
-        await budget.acquire(Lane.PRIMARY)
-        waiter = asyncio.create_task(budget.acquire(Lane.SECONDARY))
+        await budget.acquire()
+        waiter = asyncio.create_task(budget.acquire())
         await asyncio.sleep(0)
         budget.refund()
         await asyncio.wait_for(waiter, 1.0)
@@ -78,13 +69,13 @@ def test_a_refund_serves_the_next_waiter() -> None:
 def test_a_cancelled_waiter_gives_its_place_up() -> None:
     async def scenario() -> int:
         budget = WriteBudget(rate=20.0, burst=1)
-        await budget.acquire(Lane.PRIMARY)
-        gone = asyncio.create_task(budget.acquire(Lane.PRIMARY))
+        await budget.acquire()
+        gone = asyncio.create_task(budget.acquire())
         await asyncio.sleep(0)
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)
-        await asyncio.wait_for(budget.acquire(Lane.PRIMARY), 1.0)
-        return budget.waiting(Lane.PRIMARY)
+        await asyncio.wait_for(budget.acquire(), 1.0)
+        return budget.waiting()
 
     assert asyncio.run(scenario()) == 0
 

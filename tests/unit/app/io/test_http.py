@@ -95,7 +95,8 @@ async def _api() -> AsyncIterator[tuple[KubeHttp, list[web.Request]]]:
     configuration = aio_client.Configuration(host=f"http://127.0.0.1:{port}")
     configuration.api_key = {"BearerToken": "secret"}
     configuration.api_key_prefix = {"BearerToken": "Bearer"}
-    http = KubeHttp(aio_client.ApiClient(configuration), budget=WriteBudget(rate=0.001, burst=5))
+    budgets = {lane: WriteBudget(rate=0.001, burst=5) for lane in Lane}
+    http = KubeHttp(aio_client.ApiClient(configuration), budgets=budgets)
     try:
         yield http, seen
     finally:
@@ -214,19 +215,24 @@ def test_refusals_come_back_as_responses_with_their_status() -> None:
     assert (raised.value.status, raised.value.reason) == (404, "NotFound")
 
 
-def test_writes_spend_tokens_of_the_budget_and_reads_do_not() -> None:
+def test_writes_spend_tokens_of_their_lane_s_budget_and_reads_do_not() -> None:
     async def scenario(http: KubeHttp, seen: list[web.Request]) -> int:
         for _ in range(5):
             await http.request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY)
         await http.request("GET", "/api/v1/namespaces/a")  # a read: no token
-        # The burst of five is spent and the refill is slow: a sixth write waits.
+        # The explanations' burst of five is spent and the refill is slow: a sixth waits.
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(
-                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 0.2
+                http.request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY), 0.2
+            )
+        # The resizes' budget is their own: all five of its burst go at once.
+        for _ in range(5):
+            await asyncio.wait_for(
+                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 1.0
             )
         return len(seen)
 
-    assert _run(scenario) == 6
+    assert _run(scenario) == 11
 
 
 def test_a_write_whose_precondition_fails_is_not_sent_and_refunds_its_token() -> None:

@@ -3,15 +3,11 @@ from typing import Any
 import orjson
 import pytest
 
+from app.core.cluster import ClusterCache, pod_change_nodes
 from app.core.config import Settings
+from app.core.feeds import object_feed, pod_feed
 from app.core.pods import PodInfo
-from reconciler.cache import (
-    ClusterCache,
-    node_record_from_dict,
-    object_feed,
-    pod_change_nodes,
-    pod_feed,
-)
+from app.core.views import node_record
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container, pod_info
 
@@ -161,7 +157,7 @@ def test_node_changes() -> None:
 
 
 def test_node_record_without_allocatable_has_none() -> None:
-    record = node_record_from_dict({"metadata": {"name": "bare"}})
+    record = node_record({"metadata": {"name": "bare"}})
     assert (record.name, record.allocatable_m, record.labels) == ("bare", 0, {})
 
 

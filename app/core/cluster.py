@@ -1,4 +1,5 @@
-"""The watch-fed cluster cache and the rules that turn its changes into node wake-ups.
+"""The cluster cache both processes and the tools read, and the rules that turn its changes
+into node wake-ups.
 
 Pods are kept as slotted `PodInfo` records stripped from the raw objects, indexed by node
 and namespace, so memory grows by about a kilobyte per pod. Nodes, namespaces,
@@ -14,25 +15,32 @@ against design §5's enqueue rules and reported to a `Listener`:
 - the config changes → every node, promptly;
 - a namespace's enrolment changes → the nodes with pods in it, promptly;
 - a LimitRange or VPA changes → the nodes with pods in its namespace, debounced.
+
+It is pure: the list/watch feeds (`app.core.feeds`) fill it from the reflectors
+(`app.io.reflector`), `kubectl headroom` from a snapshot; `node_view` is what a node's
+decision (`app.core.decision`) reads.
 """
 
-import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol
 
-import orjson
-
-from app.core.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
+from app.core.config import Settings
 from app.core.eligibility import namespace_enrolled
 from app.core.labels import CONFIG_NAME
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
-from app.core.nodefeatures import resizes_pod_level
-from app.core.nodes import node_facts
-from app.core.pods import PodInfo, PodShapeError, PodWire, decode_pod, pod_info
-from app.core.quantity import QuantityError, parse_cpu_millis
-
-log = logging.getLogger(__name__)
+from app.core.pods import PodInfo, PodWire, pod_info, pod_wire
+from app.core.quantity import QuantityError
+from app.core.views import (
+    DEFAULT_CONFIG,
+    NodeRecord,
+    config_state,
+    has_limits_cpu,
+    labels,
+    limit_range_view,
+    node_record,
+    vpa_view,
+)
 
 
 class Listener(Protocol):
@@ -47,51 +55,72 @@ class Listener(Protocol):
     def annotation_changed(self, pod: PodInfo) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class NodeRecord:
-    name: str
-    allocatable_m: int
-    labels: Mapping[str, str]
-    # status.nodeInfo: the node gates read them (app.core.nodes).
-    kubelet_version: str
-    operating_system: str
-    # The kubelet declares in-place resize of pod-level resources (app.core.nodefeatures).
-    pod_level_resize: bool = False
+class Quiet:
+    """A listener for readers that decide on demand and need no wake-ups (the tools)."""
+
+    def node_dirty(self, node: str, *, prompt: bool) -> None:
+        """Nothing is scheduled."""
+
+    def node_removed(self, node: str) -> None:
+        """Nothing is scheduled."""
+
+    def settings_changed(self, settings: Settings) -> None:
+        """Nothing is scheduled."""
+
+    def namespace_changed(self, namespace: str, *, enrolled: bool) -> None:
+        """Nothing is scheduled."""
+
+    def annotation_changed(self, pod: PodInfo) -> None:
+        """Nothing is scheduled."""
 
 
 @dataclass(frozen=True, slots=True)
-class ConfigState:
-    settings: Settings
-    # Whether a HeadroomConfig object exists; without one the defaults apply.
-    present: bool
-    generation: int | None
-    # The object's status as last seen, to write only real changes.
-    status: Mapping[str, Any] | None
-    # The config's errors when it breaks a rule; limits then stay frozen.
-    invalid: str | None
+class Unreadable:
+    """A pod whose quantities Headroom cannot read: it is skipped, and books nothing."""
+
+    key: str
+    node_name: str
+    reason: str
 
 
-DEFAULT_CONFIG = ConfigState(
-    settings=DEFAULT_SETTINGS, present=False, generation=None, status=None, invalid=None
-)
+class Lookups(Protocol):
+    """The namespace-scoped objects a node's decision reads about its pods."""
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None: ...
+
+    def limit_range_caps(self, namespace: str) -> LimitRangeCaps: ...
+
+    def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]: ...
 
 
-def node_record_from_dict(obj: Mapping[str, Any]) -> NodeRecord:
-    metadata = obj.get("metadata") or {}
-    allocatable = ((obj.get("status") or {}).get("allocatable") or {}).get("cpu")
-    try:
-        allocatable_m = parse_cpu_millis(str(allocatable)) if allocatable is not None else 0
-    except QuantityError:
-        allocatable_m = 0
-    facts = node_facts(obj)
-    return NodeRecord(
-        name=metadata.get("name") or "",
-        allocatable_m=allocatable_m,
-        labels=facts.labels,
-        kubelet_version=facts.kubelet_version,
-        operating_system=facts.operating_system,
-        pod_level_resize=resizes_pod_level(obj),
-    )
+@dataclass(frozen=True, slots=True)
+class NamespaceFacts:
+    """`Lookups` for one namespace's objects, read already (an admission request's)."""
+
+    namespace: str
+    labels: Mapping[str, str] | None
+    caps: LimitRangeCaps = NO_LIMIT_RANGE_CAPS
+    namespace_vpas: tuple[Mapping[str, Any], ...] = ()
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.labels if namespace == self.namespace else None
+
+    def limit_range_caps(self, namespace: str) -> LimitRangeCaps:
+        return self.caps if namespace == self.namespace else NO_LIMIT_RANGE_CAPS
+
+    def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
+        return self.namespace_vpas if namespace == self.namespace else ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """Everything one node's decision reads: the node, every pod bound to it, and the
+    namespaced objects about those pods."""
+
+    node: NodeRecord
+    pods: tuple[PodInfo, ...]
+    unreadable: tuple[Unreadable, ...]
+    lookups: Lookups
 
 
 def policy_view(pod: PodInfo) -> tuple[Any, ...]:
@@ -142,24 +171,63 @@ def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]
     return frozenset({old.node_name, new.node_name} - {""})
 
 
+def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
+    """The pod's record, or why it cannot be read."""
+    try:
+        return pod_info(wire)
+    except QuantityError as err:
+        spec = wire.spec
+        return Unreadable(
+            key=key, node_name=(spec.nodeName if spec else None) or "", reason=str(err)
+        )
+
+
+def pod_record_from_dict(obj: Mapping[str, Any]) -> PodInfo | Unreadable:
+    """`pod_record` of a pod held as a dict (a listed or saved item)."""
+    wire = pod_wire(obj)
+    return pod_record(pod_key(wire), wire)
+
+
+def pod_key(pod: PodWire) -> str:
+    metadata = pod.metadata
+    return "/" if metadata is None else f"{metadata.namespace or ''}/{metadata.name or ''}"
+
+
 class ClusterCache:
-    def __init__(self, *, listener: Listener) -> None:
+    """The objects decisions read, indexed for them; it implements `Lookups`.
+
+    ``on_pod`` sees every change of a pod's record (old, new); ``on_unreadable`` every pod
+    skipped because its quantities cannot be read.
+    """
+
+    def __init__(
+        self,
+        *,
+        listener: Listener,
+        on_pod: Callable[[PodInfo | None, PodInfo | None], None] | None = None,
+        on_unreadable: Callable[[Unreadable], None] | None = None,
+    ) -> None:
         self._listener = listener
+        self._on_pod = on_pod
+        self._on_unreadable = on_unreadable
         self.pods: dict[str, PodInfo] = {}
         self._pods_by_node: dict[str, dict[str, PodInfo]] = {}
         self._pods_by_namespace: dict[str, set[str]] = {}
+        self._unreadable: dict[str, Unreadable] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._limit_range_caps: dict[str, LimitRangeCaps] = {}
         self._vpas: dict[str, dict[str, Mapping[str, Any]]] = {}
+        # namespace -> names of its ResourceQuotas that hold limits.cpu
+        self._limit_quotas: dict[str, set[str]] = {}
         self.config = DEFAULT_CONFIG
 
     @property
     def settings(self) -> Settings:
         return self.config.settings
 
-    # Reads used by reconciles.
+    # Reads used by decisions (`Lookups`) and their callers.
 
     def pods_on(self, node: str) -> list[PodInfo]:
         return list(self._pods_by_node.get(node, {}).values())
@@ -167,8 +235,26 @@ class ClusterCache:
     def node_names(self) -> list[str]:
         return list(self.nodes)
 
+    def node_view(self, name: str, *, lookups: Lookups | None = None) -> NodeView | None:
+        """What the node's decision reads; None when the node is gone. ``lookups`` replaces
+        this cache's namespace answers (``kubectl headroom simulate``'s what-if enrolment)."""
+        node = self.nodes.get(name)
+        if node is None:
+            return None
+        return NodeView(
+            node=node,
+            pods=tuple(self._pods_by_node.get(name, {}).values()),
+            unreadable=tuple(u for u in self._unreadable.values() if u.node_name == name)
+            if self._unreadable
+            else (),
+            lookups=self if lookups is None else lookups,
+        )
+
     def nodes_in_namespace(self, namespace: str) -> set[str]:
         return {self.pods[key].node_name for key in self._pods_by_namespace.get(namespace, ())}
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
+        return self.namespaces.get(namespace)
 
     def limit_range_caps(self, namespace: str) -> LimitRangeCaps:
         return self._limit_range_caps.get(namespace, NO_LIMIT_RANGE_CAPS)
@@ -176,17 +262,38 @@ class ClusterCache:
     def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
         return self._vpas.get(namespace, {}).values()
 
+    def limit_quota_names(self, namespace: str) -> list[str]:
+        """Names of the namespace's ResourceQuotas that hold ``limits.cpu``, sorted."""
+        return sorted(self._limit_quotas.get(namespace, ()))
+
+    def unreadable(self) -> list[Unreadable]:
+        return list(self._unreadable.values())
+
     # Writes, one per watched resource; `obj` None means the object is gone.
 
     def apply_pod(self, key: str, obj: PodWire | None) -> None:
+        self.put_pod(key, None if obj is None else pod_record(key, obj))
+
+    def put_pod(self, key: str, record: PodInfo | Unreadable | None) -> None:
+        """Store a pod's record (already stripped), or why it cannot be read, or its absence."""
         old = self.pods.get(key)
-        new = self._strip_pod(key, obj)
+        new: PodInfo | None = None
+        self._unreadable.pop(key, None)
+        if isinstance(record, Unreadable):
+            self._unreadable[key] = record
+            if self._on_unreadable is not None:
+                self._on_unreadable(record)
+        elif record is not None and record.node_name:
+            # Unbound pods book nothing on any node; the watch normally filters them out.
+            new = record
         if old is not None:
             self._unindex(key, old)
         if new is not None:
             self.pods[key] = new
             self._pods_by_node.setdefault(new.node_name, {})[key] = new
             self._pods_by_namespace.setdefault(new.namespace, set()).add(key)
+        if self._on_pod is not None and (old is not None or new is not None):
+            self._on_pod(old, new)
         for node in pod_change_nodes(old, new):
             self._listener.node_dirty(node, prompt=False)
         if old is not None and new is not None and old.status_annotation != new.status_annotation:
@@ -200,20 +307,20 @@ class ClusterCache:
                 del self.nodes[name]
                 self._listener.node_removed(name)
             return
-        new = node_record_from_dict(obj)
+        new = node_record(obj)
         self.nodes[name] = new
         if new != old:
             self._listener.node_dirty(name, prompt=False)
 
     def apply_namespace(self, name: str, obj: Mapping[str, Any] | None) -> None:
         old = self.namespaces.get(name)
-        labels: Mapping[str, str] | None = None
+        new: Mapping[str, str] | None = None
         if obj is None:
             self.namespaces.pop(name, None)
         else:
-            labels = (obj.get("metadata") or {}).get("labels") or {}
-            self.namespaces[name] = labels
-        enrolled = self._enrolled(name, labels)
+            new = labels(obj)
+            self.namespaces[name] = new
+        enrolled = self._enrolled(name, new)
         if self._enrolled(name, old) != enrolled:
             self._listener.namespace_changed(name, enrolled=enrolled)
             for node in self.nodes_in_namespace(name):
@@ -223,23 +330,7 @@ class ClusterCache:
         if name != CONFIG_NAME:
             return
         old = self.config
-        if obj is None:
-            new = DEFAULT_CONFIG
-        else:
-            metadata = obj.get("metadata") or {}
-            generation = metadata.get("generation")
-            try:
-                settings, invalid = parse_config(obj), None
-            except ConfigError as err:
-                settings, invalid = old.settings, str(err)
-                log.error("HeadroomConfig %s is invalid; limits stay frozen: %s", name, err)
-            new = ConfigState(
-                settings=settings,
-                present=True,
-                generation=generation if isinstance(generation, int) else None,
-                status=obj.get("status"),
-                invalid=invalid,
-            )
+        new = config_state(obj, previous=old)
         self.config = new
         if (new.settings, new.invalid) != (old.settings, old.invalid):
             self._listener.settings_changed(new.settings)
@@ -252,7 +343,7 @@ class ClusterCache:
         if obj is None:
             ranges.pop(name, None)
         else:
-            ranges[name] = {"spec": obj.get("spec") or {}}
+            ranges[name] = limit_range_view(obj)
         caps = limit_range_caps(ranges.values()) if ranges else NO_LIMIT_RANGE_CAPS
         if not ranges:
             del self._limit_ranges[namespace]
@@ -271,25 +362,29 @@ class ClusterCache:
         if obj is None:
             vpas.pop(name, None)
         else:
-            spec = obj.get("spec") or {}
-            new = {
-                "metadata": {"namespace": namespace, "name": name},
-                "spec": {
-                    field: spec[field]
-                    for field in ("targetRef", "updatePolicy", "resourcePolicy")
-                    if field in spec
-                },
-            }
+            new = vpa_view(obj)
             vpas[name] = new
         if not vpas:
             del self._vpas[namespace]
         if new != old:
             self._wake_namespace(namespace)
 
+    def apply_quota(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        """ResourceQuotas matter only for whether they hold ``limits.cpu``; no decision of
+        the reconciler's reads them, so no node wakes."""
+        namespace, _, name = key.partition("/")
+        names = self._limit_quotas.setdefault(namespace, set())
+        if obj is not None and has_limits_cpu(obj):
+            names.add(name)
+        else:
+            names.discard(name)
+        if not names:
+            del self._limit_quotas[namespace]
+
     def keys(self, kind: str) -> Iterable[str]:
         """Current keys of a resource kind, for deleting what a relist no longer returns."""
         if kind == "pods":
-            return list(self.pods)
+            return [*self.pods, *self._unreadable]
         if kind == "nodes":
             return list(self.nodes)
         if kind == "namespaces":
@@ -300,6 +395,8 @@ class ClusterCache:
             return [f"{ns}/{name}" for ns, ranges in self._limit_ranges.items() for name in ranges]
         if kind == "vpas":
             return [f"{ns}/{name}" for ns, vpas in self._vpas.items() for name in vpas]
+        if kind == "resourcequotas":
+            return [f"{ns}/{name}" for ns, names in self._limit_quotas.items() for name in names]
         raise ValueError(f"unknown kind {kind!r}")
 
     def _enrolled(self, name: str, labels: Mapping[str, str] | None) -> bool:
@@ -308,17 +405,6 @@ class ClusterCache:
     def _wake_namespace(self, namespace: str) -> None:
         for node in self.nodes_in_namespace(namespace):
             self._listener.node_dirty(node, prompt=False)
-
-    def _strip_pod(self, key: str, obj: PodWire | None) -> PodInfo | None:
-        if obj is None:
-            return None
-        try:
-            pod = pod_info(obj)
-        except QuantityError as err:
-            log.error("ignoring pod %s with an invalid quantity: %s", key, err)
-            return None
-        # Unbound pods book nothing on any node; the watch normally filters them out.
-        return pod if pod.node_name else None
 
     def _unindex(self, key: str, pod: PodInfo) -> None:
         del self.pods[key]
@@ -332,81 +418,3 @@ class ClusterCache:
             in_namespace.discard(key)
             if not in_namespace:
                 del self._pods_by_namespace[pod.namespace]
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """`namespace/name` for namespaced objects, `name` for cluster-scoped ones."""
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    name = metadata.get("name") or ""
-    return f"{namespace}/{name}" if namespace else name
-
-
-def pod_key(pod: PodWire) -> str:
-    metadata = pod.metadata
-    return "/" if metadata is None else f"{metadata.namespace or ''}/{metadata.name or ''}"
-
-
-T = TypeVar("T")
-
-
-class CacheFeed(Generic[T]):
-    """Adapts one resource's list/watch stream to a `ClusterCache` apply function.
-
-    Decodes each object's raw JSON with `decode` (pods into their wire schema, the few
-    other objects into dicts). A relist reports every object; whatever the cache held
-    that the relist did not report was deleted while the watch was down.
-    """
-
-    def __init__(
-        self,
-        *,
-        decode: Callable[[memoryview], T],
-        key: Callable[[T], str],
-        apply: Callable[[str, T | None], None],
-        keys: Callable[[], Iterable[str]],
-    ) -> None:
-        self._decode = decode
-        self._key = key
-        self._apply = apply
-        self._keys = keys
-        self._seen: set[str] | None = None
-
-    def relist_started(self) -> None:
-        self._seen = set()
-
-    def listed(self, raw: memoryview) -> None:
-        obj = self._decode(raw)
-        key = self._key(obj)
-        if self._seen is not None:
-            self._seen.add(key)
-        self._apply(key, obj)
-
-    def relist_finished(self) -> None:
-        seen = self._seen or set()
-        for key in [key for key in self._keys() if key not in seen]:
-            self._apply(key, None)
-        self._seen = None
-
-    def event(self, kind: str, raw: memoryview) -> None:
-        obj = self._decode(raw)
-        self._apply(self._key(obj), None if kind == "DELETED" else obj)
-
-
-def decode_object(raw: memoryview) -> dict[str, Any]:
-    decoded = orjson.loads(raw)
-    if not isinstance(decoded, dict):
-        raise PodShapeError("watched object is not a JSON object")
-    return decoded
-
-
-def pod_feed(cache: ClusterCache) -> CacheFeed[PodWire]:
-    return CacheFeed(
-        decode=decode_pod, key=pod_key, apply=cache.apply_pod, keys=lambda: cache.keys("pods")
-    )
-
-
-def object_feed(
-    apply: Callable[[str, Mapping[str, Any] | None], None], keys: Callable[[], Iterable[str]]
-) -> CacheFeed[dict[str, Any]]:
-    return CacheFeed(decode=decode_object, key=object_key, apply=apply, keys=keys)

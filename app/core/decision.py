@@ -1,0 +1,187 @@
+"""One node's decision: which of its pods Headroom manages, and every managed pod's target.
+
+This is the one decision path. The reconciler, ``kubectl headroom simulate`` and
+``explain``, the write gate and the convergence oracle all call ``decide_node`` (or, for one
+pod, ``pod_gate``), so none of them re-implements selection, node pools or the gates:
+
+1. the node's pool: the first of ``spec.nodePools`` whose selector matches it
+   (``app.core.config.settings_for_node``), whose overrides apply;
+2. each pod's gates (``app.core.eligibility``), with the VPA gate worked out from the
+   namespace's VPAs, then back-off;
+3. the pure policy over the managed pods (``app.core.policy.compute_node``).
+
+Back-off is what the reconciler remembers (``Remembered``). The tools remember nothing
+(``FROM_STATUS``): they decide as a freshly started reconciler would, which re-derives a
+back-off from a pod whose kubelet reports its resize ``Infeasible``.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from app.core.cluster import Lookups, NodeView, Unreadable
+from app.core.config import Settings, settings_for_node
+from app.core.eligibility import (
+    Ineligible,
+    node_ineligibility,
+    pod_ineligibility,
+    vpa_controls_limits,
+    vpa_targets_pod,
+)
+from app.core.limitrange import LimitRangeCaps
+from app.core.nodes import NodeView as NodeFacts
+from app.core.pods import PodInfo, booked_cpu_m
+from app.core.policy import NodeInput, NodeResult, compute_node
+from app.core.views import NodeRecord
+
+INFEASIBLE: Final = "Infeasible"
+DEFERRED: Final = "Deferred"
+
+
+class Remembered(Protocol):
+    """What the reconciler remembers about pods between decisions."""
+
+    def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
+        """Seconds left in the pod's back-off window under the node's ``settings``; 0 when
+        it is not backed off."""
+        ...
+
+    def infeasible_acknowledged(self, pod: PodInfo) -> bool:
+        """Whether the pod's current Infeasible report has been acted on already."""
+        ...
+
+
+class _FromStatus:
+    def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
+        return 0.0
+
+    def infeasible_acknowledged(self, pod: PodInfo) -> bool:
+        return False
+
+
+# Nothing remembered: a pod reporting Infeasible is backed off from its status alone.
+FROM_STATUS: Final[Remembered] = _FromStatus()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDecision:
+    node: NodeRecord
+    # The settings in force on the node: its pool's overrides applied.
+    settings: Settings
+    pool: str | None
+    # Why no pod on the node is managed, or None.
+    node_gate: Ineligible | None
+    # The policy over the managed pods: slack, factor, and each managed pod's target.
+    result: NodeResult
+    # Pods not managed and why, in the node's pod order; BACKED_OFF ones included.
+    unmanaged: tuple[tuple[PodInfo, Ineligible], ...]
+    # Of the backed-off pods, those backed off by a kubelet's Infeasible report that has
+    # not been acted on yet: the reconciler starts their window, counts and warns.
+    fresh_infeasible: tuple[PodInfo, ...]
+    # Pods whose quantities cannot be read: skipped, booking nothing.
+    unreadable: tuple[Unreadable, ...]
+    # Seconds until the earliest back-off on the node ends, or None.
+    retry_after: float | None
+
+    @property
+    def backed_off(self) -> tuple[PodInfo, ...]:
+        return tuple(pod for pod, reason in self.unmanaged if reason is Ineligible.BACKED_OFF)
+
+    def reason(self, pod: PodInfo) -> Ineligible | None:
+        """Why ``pod`` (one of the node's) is not managed; None when it is."""
+        for candidate, reason in self.unmanaged:
+            if candidate.uid == pod.uid:
+                return reason
+        return None
+
+
+def pod_gate(
+    settings: Settings,
+    pod: PodInfo,
+    *,
+    node: NodeFacts | None,
+    lookups: Lookups,
+    node_resizes_pod_level: bool | None = None,
+) -> Ineligible | None:
+    """Every gate but back-off, for one pod: the first it fails, or None.
+
+    ``node`` None is a pod not bound yet (the mutating webhook's): the node gates are
+    skipped.
+    """
+    controlled = any(
+        vpa_targets_pod(vpa, pod)
+        and vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
+        for vpa in lookups.vpas(pod.namespace)
+    )
+    return pod_ineligibility(
+        settings,
+        pod,
+        namespace_labels=lookups.namespace_labels(pod.namespace),
+        node=node,
+        backed_off=False,
+        vpa_controls_limits=controlled,
+        node_resizes_pod_level=node_resizes_pod_level,
+    )
+
+
+def decide_node(
+    view: NodeView, settings: Settings, *, remembered: Remembered = FROM_STATUS
+) -> NodeDecision:
+    """The node's decision under ``settings`` (the top-level ones; the pool is resolved
+    here)."""
+    node = view.node
+    node_settings, pool = settings_for_node(settings, node.labels)
+    lookups = view.lookups
+    managed: list[PodInfo] = []
+    unmanaged: list[tuple[PodInfo, Ineligible]] = []
+    fresh: list[PodInfo] = []
+    retry: float | None = None
+    for pod in view.pods:
+        reason = pod_gate(
+            node_settings,
+            pod,
+            node=node,
+            lookups=lookups,
+            node_resizes_pod_level=node.pod_level_resize,
+        )
+        if reason is None:
+            remaining = remembered.pod_backoff(pod, node_settings)
+            if remaining > 0:
+                retry = remaining if retry is None else min(retry, remaining)
+                reason = Ineligible.BACKED_OFF
+            elif pod.resize_pending == INFEASIBLE and not remembered.infeasible_acknowledged(pod):
+                fresh.append(pod)
+                reason = Ineligible.BACKED_OFF
+        if reason is None:
+            managed.append(pod)
+        else:
+            unmanaged.append((pod, reason))
+    result = compute_node(
+        NodeInput(
+            name=node.name,
+            allocatable_m=node.allocatable_m,
+            booked_m=booked_cpu_m(view.pods),
+            pods=managed,
+            limit_ranges=_limit_ranges(managed, lookups),
+        ),
+        node_settings,
+    )
+    return NodeDecision(
+        node=node,
+        settings=node_settings,
+        pool=pool,
+        node_gate=node_ineligibility(node_settings, node),
+        result=result,
+        unmanaged=tuple(unmanaged),
+        fresh_infeasible=tuple(fresh),
+        unreadable=view.unreadable,
+        retry_after=retry,
+    )
+
+
+def _limit_ranges(pods: list[PodInfo], lookups: Lookups) -> Mapping[str, LimitRangeCaps]:
+    caps: dict[str, LimitRangeCaps] = {}
+    for pod in pods:
+        if pod.namespace not in caps:
+            caps[pod.namespace] = lookups.limit_range_caps(pod.namespace)
+    return caps

@@ -1,0 +1,232 @@
+"""The explanation lane: status annotations and events, coalesced per pod, on their own budget.
+
+Explanations follow the resizes they explain and never delay one: they spend the
+explanation budget (`rateLimits.explanationQPS`/`explanationBurst`), not the resizes'.
+They are coalesced per pod: a pod's annotation is written once with its latest text, and
+limit changes not yet announced are announced by one `CPULimitAdjusted` event that spans
+them, so a pod changed twice in one wave gets one annotation and one event. Warnings
+(`ResizeInfeasible`, `ResizeForbidden`, `InvalidMaxCPU`) are written once per reason.
+
+An annotation waits while its node is still settling (a reconcile due, resizes waiting):
+it would be out of date at once, and the node's next reconcile plans the settled one.
+Every write is checked by the write gate right before it is sent.
+"""
+
+import asyncio
+import dataclasses
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+from app.core.explain import Explanation, event_message
+from app.core.pods import PodInfo
+from app.io.http import ApiUnavailable, Skipped
+from reconciler.activity import Activity
+from reconciler.gate import WriteGate
+from reconciler.podmemory import PodMemory
+from reconciler.writer import CPU_LIMIT_ADJUSTED, Writer, pod_context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Adjusted:
+    """A CPULimitAdjusted event not yet written: from the limit before the first change it
+    spans, explained by the latest change."""
+
+    from_m: int
+    explanation: Explanation
+
+    def message(self) -> str:
+        return event_message(dataclasses.replace(self.explanation, current_m=self.from_m))
+
+
+@dataclass(slots=True)
+class _Pending:
+    pod: PodInfo
+    annotation: str | None = None
+    adjusted: Adjusted | None = None
+    # Warning events by reason, one each.
+    warnings: dict[str, str] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return self.annotation is None and self.adjusted is None and not self.warnings
+
+
+class Explanations:
+    def __init__(
+        self,
+        *,
+        writer: Writer,
+        gate: WriteGate,
+        memory: PodMemory,
+        activity: Activity,
+        settling: Callable[[str], bool],
+        retry: Callable[[str], None],
+    ) -> None:
+        self._writer = writer
+        self._gate = gate
+        self._memory = memory
+        self._activity = activity
+        self._settling = settling
+        self._retry = retry
+        self._pending: dict[str, _Pending] = {}
+        self._line: deque[str] = deque()
+        self._ready = asyncio.Event()
+        self._writing: set[str] = set()
+        activity.watch(self.busy)
+
+    def add(
+        self,
+        pod: PodInfo,
+        *,
+        annotation: str | None = None,
+        adjusted: tuple[int, Explanation] | None = None,
+        warning: tuple[str, str] | None = None,
+    ) -> None:
+        """Queue an annotation or an event about `pod`."""
+        key = pod.key
+        pending = self._pending.get(key)
+        if pending is None or pending.pod.uid != pod.uid:
+            pending = _Pending(pod=pod)
+            if key not in self._pending and key not in self._writing:
+                self._line.append(key)
+                self._ready.set()
+            self._pending[key] = pending
+        pending.pod = pod
+        if annotation is not None:
+            pending.annotation = annotation
+        if adjusted is not None:
+            from_m, explanation = adjusted
+            if pending.adjusted is not None:
+                from_m = pending.adjusted.from_m
+            pending.adjusted = Adjusted(from_m=from_m, explanation=explanation)
+        if warning is not None:
+            reason, message = warning
+            pending.warnings[reason] = message
+        self._activity.worked()
+
+    def annotation(self, key: str) -> str | None:
+        """The annotation queued for this pod and not yet written, if any."""
+        pending = self._pending.get(key)
+        return None if pending is None else pending.annotation
+
+    def drop_annotation(self, key: str) -> None:
+        """A resize was planned: its own annotation will follow; one still waiting is
+        obsolete."""
+        pending = self._pending.get(key)
+        if pending is not None:
+            pending.annotation = None
+
+    def clear(self) -> None:
+        self._pending.clear()
+        self._line.clear()
+
+    def busy(self) -> bool:
+        return bool(self._pending or self._writing)
+
+    async def run(self, *, workers: int) -> None:
+        await asyncio.gather(*(self._worker() for _ in range(workers)))
+
+    async def _next(self) -> str:
+        while True:
+            while self._line:
+                key = self._line.popleft()
+                if key in self._pending and key not in self._writing:
+                    return key
+            self._ready.clear()
+            await self._ready.wait()
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._next()
+            self._writing.add(key)
+            try:
+                await self._write_next(key)
+            except Exception:  # one pod's bug must not stop the worker or leave it queued
+                log.exception("explanation failed unexpectedly", extra={"pod": key})
+                pending = self._pending.pop(key, None)
+                if pending is not None:
+                    self._retry(pending.pod.node_name)
+            finally:
+                self._writing.discard(key)
+            if key in self._pending:
+                # More to write about this pod: back in line, after the others.
+                self._line.append(key)
+                self._ready.set()
+            self._activity.check()
+
+    async def _write_next(self, key: str) -> None:
+        """Write one of the pod's pending explanations."""
+        pending = self._pending[key]
+        if pending.empty():
+            del self._pending[key]
+            return
+        pod = pending.pod
+        blocked: str | None = None
+
+        def precondition(pod: PodInfo = pod) -> bool:
+            nonlocal blocked
+            blocked = self._gate.explanation_blocked(pod)
+            return blocked is None
+
+        try:
+            await self._write_one(pending, precondition=precondition)
+        except Skipped:
+            self._pending.pop(key, None)
+            log.debug("explanations called off: %s", blocked, extra=pod_context(pod))
+        except ApiUnavailable as exc:
+            log.warning("explanation not written: %s", exc, extra=pod_context(pod))
+            self._retry(pod.node_name)
+        if pending.empty() and self._pending.get(key) is pending:
+            del self._pending[key]
+
+    async def _write_one(self, pending: _Pending, *, precondition: Callable[[], bool]) -> None:
+        pod = pending.pod
+        if pending.annotation is not None and self._settling(pod.node_name):
+            # The node is about to be recomputed or resized further: this annotation would
+            # be out of date at once. The node's next reconcile plans the settled one.
+            pending.annotation = None
+            return
+        if pending.annotation is not None:
+            text, pending.annotation = pending.annotation, None
+            # Noted before sending: the watch may deliver the change before the answer.
+            self._memory.note_annotation(pod.uid, text)
+            try:
+                response = await self._writer.annotate(pod, text, precondition=precondition)
+            except (Skipped, ApiUnavailable):
+                self._memory.forget_annotation(pod.uid, text)
+                raise
+            if not response.ok:
+                self._memory.forget_annotation(pod.uid, text)
+            if not response.ok and response.code != HTTPStatus.NOT_FOUND:
+                log.warning(
+                    "annotation not written (HTTP %s): %s",
+                    response.code,
+                    response.message,
+                    extra=pod_context(pod),
+                )
+                self._retry(pod.node_name)
+            return
+        if pending.adjusted is not None:
+            adjusted, pending.adjusted = pending.adjusted, None
+            dry_run = adjusted.explanation.dry_run
+
+            def still_wanted() -> bool:
+                # A "would" event is stale once enforcing (the real change gets its own).
+                return precondition() and (not dry_run or self._gate.dry_run_now(pod.node_name))
+
+            await self._writer.event(
+                pod,
+                reason=CPU_LIMIT_ADJUSTED,
+                message=adjusted.message(),
+                warning=False,
+                precondition=still_wanted,
+            )
+            return
+        reason, message = pending.warnings.popitem()
+        await self._writer.event(
+            pod, reason=reason, message=message, warning=True, precondition=precondition
+        )
