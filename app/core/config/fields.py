@@ -234,6 +234,8 @@ FIELDS: Final = (
     Field("rateLimits.perNodePatchesPerSecond", _RATE, "per_node_patches_per_second"),
     Field("rateLimits.clientQPS", _RATE, "client_qps"),
     Field("rateLimits.clientBurst", _RATE, "client_burst"),
+    Field("rateLimits.explanationQPS", _RATE, "explanation_qps"),
+    Field("rateLimits.explanationBurst", _RATE, "explanation_burst"),
     Field("webhook.enabled", Boolean(), "webhook_enabled"),
     Field(
         "webhook.initialMultiplier",
