@@ -122,6 +122,9 @@ def test_only_the_name_cluster_is_accepted(control_plane: Cluster, clean_config:
         pytest.param({"rateLimits": {"explanationBurst": 1}}, True, id="explanationBurst-1"),
         pytest.param({"policy": "Greedy"}, False, id="policy-unknown"),
         pytest.param({"debouncePeriod": "2 seconds"}, False, id="debounce-not-a-duration"),
+        pytest.param({"debouncePeriod": "0"}, True, id="debounce-bare-zero"),
+        pytest.param({"backoffPeriod": ".5s"}, True, id="backoff-leading-dot"),
+        pytest.param({"backoffPeriod": "-5m"}, False, id="backoff-negative"),
         pytest.param({"excludedOwners": [{"name": "x"}]}, False, id="owner-without-kind"),
         pytest.param({"nodePools": [_pool("web", maxMultiplier=3)]}, True, id="pool"),
         pytest.param(
