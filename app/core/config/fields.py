@@ -60,7 +60,9 @@ class Field:
 class Layout:
     """Fields as they sit in an object and its sections; every other key is an error."""
 
-    def __init__(self, fields: Iterable[tuple[str, str, Kind]], *, keys: Iterable[str]) -> None:
+    def __init__(
+        self, fields: Iterable[tuple[str, str, Kind]], *, keys: Iterable[str] = ()
+    ) -> None:
         self.fields = tuple(fields)  # (dotted key, attribute, kind)
         self.tree: dict[str, Any] = dict.fromkeys(keys)
         for dotted, _, _ in self.fields:
@@ -148,7 +150,8 @@ class Owners(ObjectList):
     members = "kind and optional apiGroup and name"
 
     def parse(self, value: Any, path: str, findings: Findings) -> tuple[OwnerExclusion, ...]:
-        owners = [(i, owner) for i, _, owner in self.entries(value, path, findings) if owner]
+        entries = self.entries(value, path, findings)
+        owners = [(index, owner) for index, _, owner in entries if owner is not None]
         for index, owner in owners:
             if owner.api_group == "":
                 findings.warn(
@@ -220,7 +223,8 @@ class NodePools(ObjectList):
 
 _PERCENT: Final = Integer(low=0, high=100)
 _RATE: Final = Integer(low=1)
-# In the order errors are reported.
+# Path below spec, kind, the Settings attribute it fills and, when a pool may override it,
+# the PoolOverrides attribute. In the order errors are reported.
 FIELDS: Final = (
     Field("policy", Enum((PROPORTIONAL,)), "policy"),
     Field("minBurstFloor", Millicores(positive=False), "min_burst_floor_m", "min_burst_floor_m"),
@@ -250,10 +254,12 @@ FIELDS: Final = (
     Field("excludedNodeSelector", Selector(), "excluded_node_selector"),
     Field("nodePools", NodePools(), "node_pools"),
 )
-OVERRIDABLE: Final = tuple(field for field in FIELDS if field.override is not None)
-SPEC: Final = Layout(((f.path, f.attribute, f.kind) for f in FIELDS), keys=())
+SPEC: Final = Layout((f.path, f.attribute, f.kind) for f in FIELDS)
 POOL: Final = Layout(
-    ((f.in_pool, str(f.override), f.kind) for f in OVERRIDABLE), keys=("name", "nodeSelector")
+    ((f.in_pool, f.override, f.kind) for f in FIELDS if f.override is not None),
+    keys=("name", "nodeSelector"),
 )
-# Settings attribute to the field's path, for the warnings.
+# For the warnings: Settings attribute to the field's path, and for the fields a pool may
+# override, to the key below a pool and the PoolOverrides attribute.
 SPEC_PATHS: Final = {field.attribute: f"spec.{field.path}" for field in FIELDS}
+POOL_KEYS: Final = {f.attribute: (f.in_pool, f.override) for f in FIELDS if f.override is not None}

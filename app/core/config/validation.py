@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from app.core.config.errors import ConfigError, Findings, ValidationResult
-from app.core.config.fields import OVERRIDABLE, SPEC, SPEC_PATHS, as_object
+from app.core.config.fields import POOL_KEYS, SPEC, SPEC_PATHS, as_object
 from app.core.config.kinds import is_integer
 from app.core.config.pools import apply_overrides
 from app.core.config.selectorlogic import can_match_together, implies
@@ -96,8 +96,10 @@ def _warn_pool(findings: Findings, pool: NodePool, *, path: str, top: Settings) 
         findings.warn(path, "no overrides: its nodes use the top-level values")
         return
     effective = apply_overrides(top, overrides)
-    at = {field.attribute: f"{path}.{field.in_pool}" for field in OVERRIDABLE}
-    changed = {f.attribute for f in OVERRIDABLE if getattr(overrides, str(f.override)) is not None}
+    at = {attribute: f"{path}.{key}" for attribute, (key, _) in POOL_KEYS.items()}
+    changed = {
+        a for a, (_, override) in POOL_KEYS.items() if getattr(overrides, override) is not None
+    }
     _warn_limits(findings, effective, changed=changed, at=at)
     if overrides.dry_run is False and top.dry_run:
         findings.warn(

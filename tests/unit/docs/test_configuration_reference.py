@@ -7,19 +7,8 @@ from typing import Final
 
 import pytest
 
-from app.core.config import validate_config
+from app.core.config import kinds, validate_config
 from app.core.config.fields import MAX_NODE_POOLS, NodePools, Owners
-from app.core.config.kinds import (
-    Boolean,
-    Duration,
-    Enum,
-    Integer,
-    Kind,
-    Millicores,
-    Multiplier,
-    Selector,
-    StringList,
-)
 from tests.unit.app.builders import headroom_config
 from tests.unit.app.core.config.rows import Row, Schema, crd_schema, field_rows, schema_fields
 from tests.unit.docs.markdown import CONFIGURATION, code_spans, section, table_rows
@@ -110,36 +99,38 @@ def test_warnings_table_lists_the_fields_validation_warns_about() -> None:
 
 
 # How the reference writes each kind of the field table.
-_TYPE_NAMES: Final[dict[type[Kind], str]] = {
-    Boolean: "boolean",
-    Integer: "integer",
-    Millicores: "quantity",
-    Multiplier: "quantity",
-    Duration: "duration",
-    Selector: "label selector",
-    Enum: "string",
-    StringList: "list of strings",
+_TYPE_NAMES: Final[dict[type[kinds.Kind], str]] = {
+    kinds.Boolean: "boolean",
+    kinds.Integer: "integer",
+    kinds.Millicores: "quantity",
+    kinds.Multiplier: "quantity",
+    kinds.Duration: "duration",
+    kinds.Selector: "label selector",
+    kinds.Enum: "string",
+    kinds.StringList: "list of strings",
     Owners: "list of objects",
     NodePools: "list of objects",
 }
 
 
-def _rule(kind: Kind) -> str:
+def _rule(kind: kinds.Kind) -> str:
     """The reference's rule cell for a kind, from the kind's bounds."""
-    if isinstance(kind, Integer):
+    if isinstance(kind, kinds.Integer):
         return f"≥ {kind.low}" if kind.high is None else f"{kind.low}\u2013{kind.high}"
-    if isinstance(kind, Millicores):
+    if isinstance(kind, kinds.Millicores):
         return "> 0" if kind.positive else "≥ 0"
-    if isinstance(kind, Multiplier):
+    if isinstance(kind, kinds.Multiplier):
         zero = kind.low == 0
         return f"`0`, or > 0 and ≤ {kind.high}" if zero else f"≥ {kind.low} and ≤ {kind.high}"
-    if isinstance(kind, Enum):
+    if isinstance(kind, kinds.Enum):
         return "one of: " + ", ".join(f"`{value}`" for value in kind.values)
-    if isinstance(kind, StringList):
+    if isinstance(kind, kinds.StringList):
         return f"non-empty {kind.noun}s"
     if isinstance(kind, NodePools):
         return f"at most {MAX_NODE_POOLS}; names unique"
-    return {Duration: "a duration, ≥ 0", Selector: "a valid label selector"}.get(type(kind), "")
+    return {kinds.Duration: "a duration, ≥ 0", kinds.Selector: "a valid label selector"}.get(
+        type(kind), ""
+    )
 
 
 ROWS: Final = field_rows()
@@ -165,7 +156,7 @@ def test_a_section_is_an_object_that_defaults_to_empty_at_the_top(row: Row) -> N
 @pytest.mark.parametrize("row", [r for r in ROWS if r.kind], ids=lambda row: row.path)
 def test_a_documented_default_is_the_settings_default(row: Row) -> None:
     default = _documented("Spec")[row.path][2]
-    if not row.top or isinstance(row.kind, Selector):
+    if not row.top or isinstance(row.kind, kinds.Selector):
         assert default == UNSET
     else:
         (written,) = code_spans(default)

@@ -6,24 +6,20 @@ from typing import Any, Final
 
 import pytest
 
-from app.core.config import Operator, validate_config
+from app.core.config import Operator, kinds, validate_config
 from app.core.config.fields import MAX_NODE_POOLS, NodePools, Owners
-from app.core.config.kinds import (
-    Boolean,
-    Duration,
-    Enum,
-    Integer,
-    Millicores,
-    Multiplier,
-    Selector,
-    StringList,
-)
 from tests.unit.app.builders import headroom_config
 from tests.unit.app.core.config.rows import Row, Schema, crd_schema, field_rows, schema_fields
 
 ROWS: Final = field_rows()
 CRD_FIELDS: Final = dict(schema_fields(crd_schema()["properties"]["spec"], path="spec"))
 TYPED: Final = [row for row in ROWS if row.kind is not None]
+
+
+def _rows_of(kind: type[kinds.Kind]) -> list[Row]:
+    return [row for row in TYPED if isinstance(row.kind, kind)]
+
+
 # The schema keys that carry a type or a bound; a field's must be exactly the table's.
 _SHAPE_KEYS: Final = (
     "type",
@@ -43,36 +39,36 @@ _QUANTITY: Final = "isQuantity(string(self))"
 _UNIQUE_NAMES: Final = "self.all(p, self.exists_one(q, q.name == p.name))"
 
 
+def _above(bound: int) -> str:
+    return f"quantity(string(self)).isGreaterThan(quantity('{bound}'))"
+
+
 def _at_least(bound: int) -> str:
     return f"!quantity(string(self)).isLessThan(quantity('{bound}'))"
-
-
-def _at_most(bound: int) -> str:
-    return f"!quantity(string(self)).isGreaterThan(quantity('{bound}'))"
 
 
 def _expected_shape(row: Row) -> dict[str, Any]:
     """The schema keys of ``_SHAPE_KEYS`` the row's kind implies, and its CEL rules."""
     kind = row.kind
-    if isinstance(kind, Boolean):
+    if isinstance(kind, kinds.Boolean):
         return {"type": "boolean"}
-    if isinstance(kind, Integer):
+    if isinstance(kind, kinds.Integer):
         return {"type": "integer", "minimum": kind.low, "maximum": kind.high}
-    if isinstance(kind, Millicores):
-        sign = "quantity(string(self)).isGreaterThan(quantity('0'))" if kind.positive else None
-        return {**_INT_OR_STRING, "rules": [f"{_QUANTITY} && {sign or _at_least(0)}"]}
-    if isinstance(kind, Multiplier):
-        rule = f"{_QUANTITY} && {_at_least(kind.low)} && {_at_most(kind.high)}"
+    if isinstance(kind, kinds.Millicores):
+        sign = _above(0) if kind.positive else _at_least(0)
+        return {**_INT_OR_STRING, "rules": [f"{_QUANTITY} && {sign}"]}
+    if isinstance(kind, kinds.Multiplier):
+        rule = f"{_QUANTITY} && {_at_least(kind.low)} && !{_above(kind.high)}"
         return {**_INT_OR_STRING, "rules": [rule]}
-    if isinstance(kind, Duration):
+    if isinstance(kind, kinds.Duration):
         return {"type": "string"}
-    if isinstance(kind, Selector):
+    if isinstance(kind, kinds.Selector):
         return {"type": "object", "x-kubernetes-map-type": "atomic"}
-    if isinstance(kind, Enum):
+    if isinstance(kind, kinds.Enum):
         return {"type": "string", "enum": list(kind.values)}
     if isinstance(kind, NodePools):
         return {"type": "array", "maxItems": MAX_NODE_POOLS, "rules": [_UNIQUE_NAMES]}
-    if isinstance(kind, Owners | StringList):
+    if isinstance(kind, Owners | kinds.StringList):
         return {"type": "array"}
     raise AssertionError(f"no schema is known for {kind!r}: add it here")
 
@@ -110,16 +106,14 @@ def test_the_crd_default_is_the_settings_default(row: Row) -> None:
     if not row.top:
         # A pool's override left out keeps the top-level value.
         assert "default" not in schema
-    elif isinstance(row.kind, Selector):
+    elif isinstance(row.kind, kinds.Selector):
         # Unset has a meaning of its own (the managed label; no node excluded).
         assert "default" not in schema
     else:
         assert row.read(schema["default"]) == row.default
 
 
-@pytest.mark.parametrize(
-    "row", [row for row in TYPED if isinstance(row.kind, Selector)], ids=lambda row: row.path
-)
+@pytest.mark.parametrize("row", _rows_of(kinds.Selector), ids=lambda row: row.path)
 def test_selectors_have_the_label_selector_schema(row: Row) -> None:
     schema = CRD_FIELDS[row.path]
     assert set(schema["properties"]) == {"matchLabels", "matchExpressions"}
@@ -127,14 +121,13 @@ def test_selectors_have_the_label_selector_schema(row: Row) -> None:
     assert expression["properties"]["operator"]["enum"] == [op.value for op in Operator]
 
 
-@pytest.mark.parametrize(
-    "row", [row for row in TYPED if isinstance(row.kind, StringList)], ids=lambda row: row.path
-)
+@pytest.mark.parametrize("row", _rows_of(kinds.StringList), ids=lambda row: row.path)
 def test_string_lists_hold_strings(row: Row) -> None:
     assert CRD_FIELDS[row.path]["items"] == {"type": "string"}
 
 
-# Go durations (time.ParseDuration) that are not negative, and strings that are not.
+# Go durations (time.ParseDuration) that are not negative; strings that are not durations,
+# or are negative.
 DURATIONS: Final = (
     *("2s", "5m", "1m30s", "500ms", "1.5h", "+2s", "0", "0s", ".5s", "1.s"),
     *("250ns", "250us", "250\u00b5s", "250\u03bcs"),
@@ -142,9 +135,7 @@ DURATIONS: Final = (
 NOT_DURATIONS: Final = ("2", "-5m", "2 seconds", "1d", "", "s", ".s", "1m-5s", "0x")
 
 
-@pytest.mark.parametrize(
-    "row", [row for row in TYPED if isinstance(row.kind, Duration)], ids=lambda row: row.path
-)
+@pytest.mark.parametrize("row", _rows_of(kinds.Duration), ids=lambda row: row.path)
 def test_the_crd_and_the_validator_accept_the_same_durations(row: Row) -> None:
     pattern = re.compile(CRD_FIELDS[row.path]["pattern"])
     for text in (*DURATIONS, *NOT_DURATIONS):
