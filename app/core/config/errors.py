@@ -36,3 +36,17 @@ class ConfigError(ValueError):
     def __init__(self, errors: tuple[FieldError, ...]) -> None:
         super().__init__("; ".join(str(error) for error in errors))
         self.errors = errors
+
+
+class Findings:
+    """The errors and warnings of one pass over a config, in the order they are found."""
+
+    def __init__(self) -> None:
+        self.errors: list[FieldError] = []
+        self.warnings: list[FieldError] = []
+
+    def error(self, path: str, message: str) -> None:
+        self.errors.append(FieldError(path, message))
+
+    def warn(self, path: str, message: str) -> None:
+        self.warnings.append(FieldError(path, message))

@@ -9,13 +9,13 @@ it could land on falls in the same pool first.
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
+from app.core.config.fields import POOL_KEYS
 from app.core.config.selector import LabelSelector, Operator, Requirement
 from app.core.config.selectorlogic import can_match_together, implies
 from app.core.config.settings import NodePool, PoolOverrides, Settings
 
-_T = TypeVar("_T")
 _AFFINITY_OPERATORS: Final = {operator.value: operator for operator in Operator}
 # Numeric comparisons are read as "the label exists": a weaker constraint, so a pool
 # derived from it is still certain.
@@ -47,22 +47,13 @@ def apply_overrides(settings: Settings, overrides: PoolOverrides) -> Settings:
     A pool's ``dryRun: true`` puts it in dry-run; the top-level ``dryRun: true`` keeps
     every pool in dry-run whatever the pool says, so it stays the one stop button.
     """
-    return replace(
-        settings,
-        max_multiplier=_pick(overrides.max_multiplier, settings.max_multiplier),
-        min_burst_floor_m=_pick(overrides.min_burst_floor_m, settings.min_burst_floor_m),
-        quantum_m=_pick(overrides.quantum_m, settings.quantum_m),
-        grow_percent=_pick(overrides.grow_percent, settings.grow_percent),
-        shrink_percent=_pick(overrides.shrink_percent, settings.shrink_percent),
-        dry_run=settings.dry_run or bool(overrides.dry_run),
-        webhook_initial_multiplier=_pick(
-            overrides.initial_multiplier, settings.webhook_initial_multiplier
-        ),
-    )
-
-
-def _pick(override: _T | None, value: _T) -> _T:
-    return value if override is None else override
+    changes = {
+        attribute: value
+        for attribute, (_, override) in POOL_KEYS.items()
+        if (value := getattr(overrides, override)) is not None
+    }
+    changes["dry_run"] = settings.dry_run or bool(overrides.dry_run)
+    return replace(settings, **changes)
 
 
 def settings_for_pod(

@@ -61,8 +61,11 @@ class Settings:
     debounce_seconds: float = 2.0
     backoff_seconds: float = 300.0
     per_node_patches_per_second: int = 10
+    # The write budget of resizes and the config's status.
     client_qps: int = 50
     client_burst: int = 100
+    # The write budget of the annotations and events that explain limits, apart, so
+    # explanations never hold resizes back.
     explanation_qps: int = 50
     explanation_burst: int = 100
     webhook_enabled: bool = True

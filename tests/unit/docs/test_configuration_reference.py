@@ -1,49 +1,23 @@
-"""docs/configuration.md has every HeadroomConfig field of the CRD schema, with its default."""
+"""docs/configuration.md has every HeadroomConfig field of the CRD schema and of the field
+table, with its type, default and rule."""
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any, Final
+from typing import Final
 
 import pytest
-import yaml
 
-from app.core.config import validate_config
+from app.core.config import kinds, validate_config
+from app.core.config.fields import MAX_NODE_POOLS, NodePools, Owners
 from tests.unit.app.builders import headroom_config
-from tests.unit.docs.markdown import CONFIGURATION, REPO_ROOT, code_spans, section, table_rows
+from tests.unit.app.core.config.rows import Row, Schema, crd_schema, field_rows, schema_fields
+from tests.unit.docs.markdown import CONFIGURATION, code_spans, section, table_rows
 
-CRD_TEMPLATE: Final = (
-    REPO_ROOT / "chart" / "kube-headroom-crds" / "templates" / "headroomconfigs.yaml"
-)
 UNSET: Final = "unset"
-# The CRD template's only template expressions are label values; any scalar stands in.
-_TEMPLATE_EXPRESSION: Final = re.compile(r"\{\{.*?\}\}")
 
-Schema = Mapping[str, Any]
-
-
-def _crd_schema() -> Schema:
-    crd = yaml.safe_load(_TEMPLATE_EXPRESSION.sub("templated", CRD_TEMPLATE.read_text()))
-    (version,) = crd["spec"]["versions"]
-    schema: Schema = version["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def _fields(schema: Schema, *, path: str) -> Iterator[tuple[str, Schema]]:
-    """Every field below ``schema``; label selectors (atomic maps) count as one field."""
-    for name, child in schema.get("properties", {}).items():
-        child_path = f"{path}.{name}"
-        yield child_path, child
-        if child.get("x-kubernetes-map-type") == "atomic":
-            continue
-        yield from _fields(child, path=child_path)
-        if "items" in child:
-            yield from _fields(child["items"], path=f"{child_path}[]")
-
-
-SPEC_FIELDS: Final = dict(_fields(_crd_schema()["properties"]["spec"], path="spec"))
+SPEC_FIELDS: Final = dict(schema_fields(crd_schema()["properties"]["spec"], path="spec"))
 STATUS_FIELDS: Final = [
-    f"status.{name}" for name in _crd_schema()["properties"]["status"]["properties"]
+    f"status.{name}" for name in crd_schema()["properties"]["status"]["properties"]
 ]
 
 
@@ -122,3 +96,68 @@ def test_warnings_table_lists_the_fields_validation_warns_about() -> None:
         for w in validate_config(config).warnings
     }
     assert set(_documented("Validation")) == warned
+
+
+# How the reference writes each kind of the field table.
+_TYPE_NAMES: Final[dict[type[kinds.Kind], str]] = {
+    kinds.Boolean: "boolean",
+    kinds.Integer: "integer",
+    kinds.Millicores: "quantity",
+    kinds.Multiplier: "quantity",
+    kinds.Duration: "duration",
+    kinds.Selector: "label selector",
+    kinds.Enum: "string",
+    kinds.StringList: "list of strings",
+    Owners: "list of objects",
+    NodePools: "list of objects",
+}
+
+
+def _rule(kind: kinds.Kind) -> str:
+    """The reference's rule cell for a kind, from the kind's bounds."""
+    if isinstance(kind, kinds.Integer):
+        return f"≥ {kind.low}" if kind.high is None else f"{kind.low}\u2013{kind.high}"
+    if isinstance(kind, kinds.Millicores):
+        return "> 0" if kind.positive else "≥ 0"
+    if isinstance(kind, kinds.Multiplier):
+        zero = kind.low == 0
+        return f"`0`, or > 0 and ≤ {kind.high}" if zero else f"≥ {kind.low} and ≤ {kind.high}"
+    if isinstance(kind, kinds.Enum):
+        return "one of: " + ", ".join(f"`{value}`" for value in kind.values)
+    if isinstance(kind, kinds.StringList):
+        return f"non-empty {kind.noun}s"
+    if isinstance(kind, NodePools):
+        return f"at most {MAX_NODE_POOLS}; names unique"
+    return {kinds.Duration: "a duration, ≥ 0", kinds.Selector: "a valid label selector"}.get(
+        type(kind), ""
+    )
+
+
+ROWS: Final = field_rows()
+
+
+def test_every_table_field_is_documented() -> None:
+    assert sorted({row.path for row in ROWS} - set(_documented("Spec"))) == []
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.kind], ids=lambda row: row.path)
+def test_a_fields_type_and_rule_are_the_tables(row: Row) -> None:
+    assert row.kind is not None
+    _, type_name, _, rule, *_ = _documented("Spec")[row.path]
+    assert (type_name, rule) == (_TYPE_NAMES[type(row.kind)], _rule(row.kind))
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.section], ids=lambda row: row.path)
+def test_a_section_is_an_object_that_defaults_to_empty_at_the_top(row: Row) -> None:
+    _, type_name, default, rule, *_ = _documented("Spec")[row.path]
+    assert (type_name, default, rule) == ("object", "`{}`" if row.top else UNSET, "")
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.kind], ids=lambda row: row.path)
+def test_a_documented_default_is_the_settings_default(row: Row) -> None:
+    default = _documented("Spec")[row.path][2]
+    if not row.top or isinstance(row.kind, kinds.Selector):
+        assert default == UNSET
+    else:
+        (written,) = code_spans(default)
+        assert row.read(json.loads(written)) == row.default

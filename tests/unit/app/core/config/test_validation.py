@@ -420,3 +420,26 @@ def test_an_empty_owner_group_warning_says_what_it_matches() -> None:
         'spec.excludedOwners[0].apiGroup: "" matches only Job owners in the core group '
         '(apiVersion "v1"); omit apiGroup to match Job owners in any group'
     )
+
+
+def test_explanations_have_a_write_budget_apart_from_resizes() -> None:
+    assert (DEFAULT_SETTINGS.explanation_qps, DEFAULT_SETTINGS.explanation_burst) == (50, 100)
+    rate_limits = {"clientQPS": 20, "clientBurst": 40, "explanationQPS": 5, "explanationBurst": 8}
+    settings = parse_config(headroom_config(spec={"rateLimits": rate_limits}))
+    assert (settings.client_qps, settings.client_burst) == (20, 40)
+    assert (settings.explanation_qps, settings.explanation_burst) == (5, 8)
+
+
+def test_explanation_rates_are_at_least_one() -> None:
+    rate_limits = {"explanationQPS": 0, "explanationBurst": "100"}
+    errors = validate_config(headroom_config(spec={"rateLimits": rate_limits})).errors
+    assert [str(error) for error in errors] == [
+        "spec.rateLimits.explanationQPS: must be at least 1",
+        "spec.rateLimits.explanationBurst: must be an integer",
+    ]
+
+
+def test_explanation_rates_are_not_pool_overrides() -> None:
+    pool = {"name": "web", "nodeSelector": {}, "explanationQPS": 5}
+    errors = validate_config(headroom_config(spec={"nodePools": [pool]})).errors
+    assert [str(error) for error in errors] == ["spec.nodePools[0].explanationQPS: unknown field"]
