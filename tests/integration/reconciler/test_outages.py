@@ -11,252 +11,47 @@ may be left without a limit.
 
 from __future__ import annotations
 
-import json
 import signal
-import ssl
-import subprocess
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from devcluster import ControlPlane, locate_binaries
-from devcluster.controlplane import free_port
-from devcluster.oracle import BackgroundOracle
-from tests.integration.conftest import ARTIFACTS, REPO, Cluster, eventually, run_helm
-from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
-from tests.integration.reconciler.conftest import Reconciler
-from tests.integration.reconciler.manifests import container, headroom_config, pod, reserved_node
+from tests.integration.conftest import Cluster
+from tests.integration.rbac import WEBHOOK, service_account_kubeconfig
+from tests.integration.reconciler.reliability import (
+    RECOVERY_BUDGET_SECONDS,
+    Scenario,
+    converges,
+    mid_wave,
+    reliability_plane,
+    scenario_on,
+)
 from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook, start_webhook
-
-NODES = 20
-PODS_PER_NODE = 16
-NAMESPACES = 4
-CREATORS = 8
-DEBOUNCE_SECONDS = 2.0
-RECOVERY_BUDGET_SECONDS = DEBOUNCE_SECONDS + 10.0
-REQUESTS = ("100m", "250m", "500m")
-
-
-class Api:
-    """Plain JSON requests as the cluster admin (fast enough to poll and to create waves)."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self._plane = plane
-        self._ssl = ssl.create_default_context(cafile=str(plane.ca_file))
-
-    def call(self, method: str, path: str, body: Any = None, *, timeout: float = 40) -> Any:
-        request = urllib.request.Request(
-            f"{self._plane.server}{path}",
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={
-                "Authorization": f"Bearer {self._plane.token}",
-                "Content-Type": "application/json",
-            },
-        )
-        with urllib.request.urlopen(request, context=self._ssl, timeout=timeout) as response:
-            return json.loads(response.read())
-
-
-@dataclass
-class Wave:
-    """Creates the wave's pods from a few threads, retrying through any outage."""
-
-    api: Api
-    pods: list[dict[str, Any]]
-    created: int = 0
-    finished_at: float | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self._run, daemon=True)
-        thread.start()
-        return thread
-
-    def _run(self) -> None:
-        with ThreadPoolExecutor(CREATORS) as pool:
-            list(pool.map(self._create, self.pods))
-        self.finished_at = time.time()
-
-    def _create(self, obj: dict[str, Any]) -> None:
-        path = f"/api/v1/namespaces/{obj['metadata']['namespace']}/pods"
-        while True:
-            try:
-                self.api.call("POST", path, obj)
-                break
-            except urllib.error.HTTPError as err:
-                if err.code == 409:
-                    break
-            except (urllib.error.URLError, OSError, TimeoutError):
-                pass
-            time.sleep(0.5)
-        with self._lock:
-            self.created += 1
 
 
 @pytest.fixture(scope="module")
 def outage_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    plane = ControlPlane(
-        work_dir=tmp_path_factory.mktemp("outage-plane"), bin_dir=locate_binaries(build=True)
-    )
-    plane.start()
-    cluster = Cluster(plane)
-    failed = False
-    try:
-        helm = plane.bin_dir / "helm"
-        run_helm(
-            cluster, helm, "upgrade", "--install", "kube-headroom-crds", "chart/kube-headroom-crds"
-        )
-        plane.kubectl(
-            "wait", "crd/headroomconfigs.kube-headroom.dev", "--for=condition=Established"
-        )
-        with chart_rbac(cluster, helm):
-            yield cluster
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        plane.stop()
-        if failed:
-            plane.keep_logs(ARTIFACTS / "outage-plane-logs")
-
-
-def _reconciler(workdir: Path, kubeconfig: Path, index: int) -> Reconciler:
-    metrics, probe = free_port(), free_port()
-    log = workdir / f"reconciler-{index}.log"
-    with log.open("wb") as handle:
-        popen = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reconciler.main",
-                f"--kubeconfig={kubeconfig}",
-                f"--metrics-bind-address=127.0.0.1:{metrics}",
-                "--metrics-secure=false",
-                f"--health-probe-bind-address=127.0.0.1:{probe}",
-                "--leader-elect",
-                "--leader-election-namespace=kube-headroom-system",
-            ],
-            cwd=REPO,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-    return Reconciler(
-        popen=popen,
-        log=log,
-        metrics_url=f"http://127.0.0.1:{metrics}/metrics",
-        probe_url=f"http://127.0.0.1:{probe}/readyz",
-    )
-
-
-@dataclass
-class Scenario:
-    cluster: Cluster
-    api: Api
-    workdir: Path
-    nodes: list[str]
-    namespaces: list[str]
-    reconcilers: list[Reconciler]
-    oracle: BackgroundOracle
-
-    def wave(self) -> Wave:
-        pods = []
-        for index in range(NODES * PODS_PER_NODE):
-            namespace = self.namespaces[index % NAMESPACES]
-            obj = pod(
-                f"w{index:03d}",
-                namespace=namespace,
-                node=self.nodes[index % NODES],
-                containers=[container(cpu=REQUESTS[index % len(REQUESTS)])],
-            )
-            pods.append(obj)
-        return Wave(api=self.api, pods=pods)
+    with reliability_plane(
+        tmp_path_factory.mktemp("outage-plane"), logs="outage-plane-logs"
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture
 def scenario(outage_cluster: Cluster, tmp_path: Path) -> Iterator[Scenario]:
-    cluster = outage_cluster
-    tag = uuid.uuid4().hex[:6]
-    nodes = [f"o{tag}-{i:02d}" for i in range(NODES)]
-    namespaces = [f"o{tag}-ns{i}" for i in range(NAMESPACES)]
-    for name in nodes:
-        cluster.kubectl("create", "-f", "-", input=json.dumps(reserved_node(name)))
-    for name in namespaces:
-        cluster.kubectl("create", "namespace", name)
-        cluster.kubectl("label", "namespace", name, "kube-headroom.dev/mode=managed")
-    cluster.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
     # This is about recovering, not about the write budget (the benchmark measures that):
     # a budget well above what the wave needs keeps it out of the timing.
-    cluster.apply(headroom_config(dryRun=False, rateLimits={"clientQPS": 200, "clientBurst": 400}))
-    cluster.kubectl("wait", "node", *nodes, "--for=condition=Ready", "--timeout=60s")
-    kubeconfig = service_account_kubeconfig(cluster, RECONCILER)
-    reconcilers = [_reconciler(tmp_path, kubeconfig, i) for i in range(2)]
-    try:
-        with BackgroundOracle(kubeconfig=cluster.kubeconfig) as oracle:
-            for reconciler in reconcilers:
-                eventually(reconciler.ready, timeout=60, what="reconciler readiness")
-            eventually(oracle.synced, timeout=60, what="the oracle's caches")
-            yield Scenario(
-                cluster=cluster,
-                api=Api(cluster.plane),
-                workdir=tmp_path,
-                nodes=nodes,
-                namespaces=namespaces,
-                reconcilers=reconcilers,
-                oracle=oracle,
-            )
-    finally:
-        for reconciler in reconcilers:
-            reconciler.terminate()
-        for name in namespaces:
-            cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
-        for name in nodes:
-            cluster.delete_node(name)
+    config = {"dryRun": False, "rateLimits": {"clientQPS": 200, "clientBurst": 400}}
+    with scenario_on(outage_cluster, tmp_path, config=config) as scenario:
+        yield scenario
 
 
-def _converges(
-    scenario: Scenario, wave: Wave, thread: threading.Thread, healthy_at: float
-) -> float:
-    """Seconds from the later of healthy-again and the wave's end to full convergence."""
-    thread.join(timeout=600)
-    assert wave.finished_at is not None
-    since = max(healthy_at, wave.finished_at)
-    ours = tuple(f"{namespace}/" for namespace in scenario.namespaces)
-    deadline = since + 120
-    off: list[str] = []
-    while time.time() < deadline:
-        off = [key for key in scenario.oracle.off_target() if key.startswith(ours)]
-        if not off:
-            break
-        time.sleep(0.1)
-    converged = time.time() - since
-    print(
-        f"wave ended {wave.finished_at - healthy_at:+.1f} s from healthy; "
-        f"converged {converged:.1f} s after both"
-    )
-    assert not off, f"{len(off)} pods off target 120 s after recovery: {off[:10]}"
-    assert scenario.oracle.removed() == set()
-    return converged
-
-
-def _mid_wave(wave: Wave) -> None:
-    eventually(lambda: wave.created >= NODES * PODS_PER_NODE // 3, timeout=120, what="mid-wave")
-
-
-def test_the_api_server_frozen_for_20s_mid_wave(scenario: Scenario) -> None:
+def test_the_api_server_frozen_for_20smid_wave(scenario: Scenario) -> None:
     wave = scenario.wave()
     thread = wave.start()
-    _mid_wave(wave)
+    mid_wave(wave)
     plane = scenario.cluster.plane
     plane.pause("kube-apiserver")
     try:
@@ -264,24 +59,24 @@ def test_the_api_server_frozen_for_20s_mid_wave(scenario: Scenario) -> None:
     finally:
         plane.resume("kube-apiserver")
     plane.wait_ready()
-    recovery = _converges(scenario, wave, thread, healthy_at=time.time())
+    recovery = converges(scenario, wave, thread, healthy_at=time.time())
     print(f"recovered {recovery:.1f} s after the API server came back")
     assert recovery <= RECOVERY_BUDGET_SECONDS
 
 
-def test_etcd_killed_and_restarted_mid_wave(scenario: Scenario) -> None:
+def test_etcd_killed_and_restartedmid_wave(scenario: Scenario) -> None:
     wave = scenario.wave()
     thread = wave.start()
-    _mid_wave(wave)
+    mid_wave(wave)
     plane = scenario.cluster.plane
     plane.restart_etcd(down_seconds=10)
     plane.wait_ready()
-    recovery = _converges(scenario, wave, thread, healthy_at=time.time())
+    recovery = converges(scenario, wave, thread, healthy_at=time.time())
     print(f"recovered {recovery:.1f} s after etcd came back")
     assert recovery <= RECOVERY_BUDGET_SECONDS
 
 
-def test_the_webhook_hung_then_killed_mid_wave(scenario: Scenario, tmp_path: Path) -> None:
+def test_the_webhook_hung_then_killedmid_wave(scenario: Scenario, tmp_path: Path) -> None:
     cluster = scenario.cluster
     (tmp_path / "webhook").mkdir()
     webhook: Webhook = start_webhook(
@@ -295,12 +90,12 @@ def test_the_webhook_hung_then_killed_mid_wave(scenario: Scenario, tmp_path: Pat
         webhook.register()
         wave = scenario.wave()
         thread = wave.start()
-        _mid_wave(wave)
+        mid_wave(wave)
         webhook.process.send_signal(signal.SIGSTOP)
         time.sleep(10)
         webhook.process.kill()
         webhook.process.wait()
-        recovery = _converges(scenario, wave, thread, healthy_at=time.time())
+        recovery = converges(scenario, wave, thread, healthy_at=time.time())
         print(f"recovered {recovery:.1f} s after the webhook was killed")
         assert recovery <= RECOVERY_BUDGET_SECONDS
     finally:
