@@ -15,7 +15,10 @@ class KubeConfigError(Exception):
     """No usable cluster credentials were found."""
 
 
-async def async_api_client(*, kubeconfig: str | None) -> aio_client.ApiClient:
+async def async_api_client(
+    *, kubeconfig: str | None, context: str | None = None
+) -> aio_client.ApiClient:
+    """``context`` picks a kubeconfig context other than its current-context."""
     configuration = aio_client.Configuration()
     try:
         if kubeconfig is None and os.environ.get(_IN_CLUSTER_ENV):
@@ -23,7 +26,10 @@ async def async_api_client(*, kubeconfig: str | None) -> aio_client.ApiClient:
         else:
             # persist_config=False: never write refreshed tokens back (read-only filesystems).
             await aio_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, client_configuration=configuration, persist_config=False
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
     except (aio_config.ConfigException, OSError) as err:
         raise KubeConfigError(_describe(kubeconfig, err)) from err

@@ -62,3 +62,20 @@ def test_in_cluster_without_credentials_fails_clearly(
 def test_missing_kubeconfig_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(KubeConfigError, match=f"kubeconfig {tmp_path}/nope"):
         sync_api_client(kubeconfig=str(tmp_path / "nope"))
+
+
+def test_async_client_for_another_context(tmp_path: Path) -> None:
+    kubeconfig = _kubeconfig(tmp_path / "config", server="https://10.0.0.1:6443")
+    document = yaml.safe_load(kubeconfig.read_text())
+    document["clusters"].append({"name": "other", "cluster": {"server": "https://10.0.0.3:6443"}})
+    document["contexts"].append({"name": "dev", "context": {"cluster": "other", "user": "u"}})
+    kubeconfig.write_text(yaml.safe_dump(document))
+
+    async def host() -> str:
+        api = await async_api_client(kubeconfig=str(kubeconfig), context="dev")
+        try:
+            return str(api.configuration.host)
+        finally:
+            await api.close()
+
+    assert asyncio.run(host()) == "https://10.0.0.3:6443"
