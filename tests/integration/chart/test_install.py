@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from app.labels import CONFIG_NAME
+from devcluster.binaries import kubernetes_version
 from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
 
@@ -321,6 +322,21 @@ def test_headroom_config_create_never_resets_a_live_config(
 
     run_helm(control_plane, helm, *upgrade)
     assert config()["spec"]["dryRun"] is True
+    # Installed against the cluster, the config is a hook, not part of the release.
+    recorded = {
+        what: kinds(
+            [
+                doc
+                for doc in yaml.safe_load_all(
+                    run_helm(control_plane, helm, "get", what, RELEASE, "-n", RELEASE_NAMESPACE)
+                )
+                if doc
+            ]
+        )
+        for what in ("hooks", "manifest")
+    }
+    assert "HeadroomConfig" in recorded["hooks"]
+    assert "HeadroomConfig" not in recorded["manifest"]
     control_plane.kubectl(
         "patch", "hcfg", CONFIG_NAME, "--type=merge", "-p", '{"spec":{"dryRun":false}}'
     )
@@ -335,3 +351,57 @@ def test_headroom_config_create_never_resets_a_live_config(
     control_plane.kubectl("delete", "hcfg", CONFIG_NAME)
     run_helm(control_plane, helm, *upgrade)
     assert config()["spec"]["dryRun"] is True
+
+
+@pytest.mark.parametrize(
+    "apply",
+    [
+        pytest.param(["apply", "-f", "-"], id="client-side-apply"),
+        # What Flux and Argo CD's server-side sync send: conflicts forced onto the applier.
+        pytest.param(["apply", "--server-side", "--force-conflicts", "-f", "-"], id="server-side"),
+    ],
+)
+def test_helm_template_applied_again_keeps_an_enforcing_config_enforcing(
+    control_plane: Cluster, helm: Path, clean_install: None, apply: list[str]
+) -> None:
+    """GitOps: the chart rendered by `helm template` (where `lookup` sees no cluster) and
+    applied with kubectl, enforced with the runbook's patch, then synced twice more: the
+    config stays enforcing, the same object at the same generation."""
+    rendered = run_helm(
+        control_plane, helm, "template", RELEASE, "chart/kube-headroom",
+        f"--namespace={RELEASE_NAMESPACE}", f"--kube-version={kubernetes_version()}",
+        # The simulated webhook pods serve nothing; the config webhook would fail closed.
+        "--set=webhook.enable=false", "--set=headroomConfig.create=true",
+    )  # fmt: skip
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    (config,) = [obj for obj in objects if obj["kind"] == "HeadroomConfig"]
+    assert not config["metadata"].get("annotations"), "a hook would become a sync hook"
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+    def stored_config() -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            control_plane.kubectl("get", "hcfg", CONFIG_NAME, "-o", "json")
+        )
+        return found
+
+    control_plane.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
+    )
+    try:
+        control_plane.kubectl(*apply, input=listed)
+        assert stored_config()["spec"]["dryRun"] is True  # the CRD's default
+        control_plane.kubectl(
+            "patch", "hcfg", CONFIG_NAME, "--type", "merge", "-p", '{"spec":{"dryRun":false}}'
+        )
+        enforcing = stored_config()
+        for _ in range(2):
+            control_plane.kubectl(*apply, input=listed)
+            synced = stored_config()
+            assert synced["spec"]["dryRun"] is False
+            assert synced["metadata"]["uid"] == enforcing["metadata"]["uid"]
+            assert synced["metadata"]["generation"] == enforcing["metadata"]["generation"]
+        assert hcfg_columns(control_plane)["DRYRUN"] == "false"
+    finally:
+        control_plane.kubectl(
+            "delete", "-f", "-", "--ignore-not-found", "--wait=false", input=listed
+        )
