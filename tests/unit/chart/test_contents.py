@@ -325,7 +325,7 @@ def test_alerts_query_only_exported_series_and_result_values() -> None:
     rules = alerts()
     assert len(rules) == 3
     for rule in rules.values():
-        assert unknown_series(rule["expr"]) == set()
+        assert unknown_series(rule["expr"], external={}) == set()
         for result in ("Deferred", "quota-denied"):
             if f'result="{result}"' in rule["expr"]:
                 assert result in RESIZE_RESULTS
