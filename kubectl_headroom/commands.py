@@ -171,9 +171,11 @@ async def _explain(
     for pod in pods:
         name = pod["metadata"]["name"]
         if not (pod.get("spec") or {}).get("nodeName"):
-            print(f"pod {namespace}/{name} is not bound to a node yet", file=sys.stderr)
+            unbound = f"pod {namespace}/{name} is not bound to a node yet"
             if args.pod is not None:
+                print(f"error: {unbound}: explain it once it is scheduled", file=sys.stderr)
                 return EXIT_ERROR
+            print(f"warning: {unbound}; skipped", file=sys.stderr)
             continue
         document, text = await explainer.explain(pod, what_if=what_if)
         documents.append(document)

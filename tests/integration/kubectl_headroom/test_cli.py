@@ -182,3 +182,23 @@ def test_version_needs_no_permission(control_plane: Cluster, no_rbac: Path) -> N
     result = kubectl_headroom(control_plane, "version", env={"KUBECONFIG": str(no_rbac)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1].startswith("Server Version: v")
+
+
+def test_a_pod_not_yet_scheduled(control_plane: Cluster, namespace: str) -> None:
+    pending = pod("pending-0", namespace=namespace, node="unused", labels={"app": "pending"})
+    del pending["spec"]["nodeName"]
+    # No node carries this label: the scheduler leaves the pod Pending, unbound.
+    pending["spec"]["nodeSelector"] = {"headroom.test/nowhere": "true"}
+    control_plane.apply(pending)
+    single = kubectl_headroom(control_plane, "explain", "pending-0", "-n", namespace)
+    assert single.returncode == EXIT_ERROR
+    assert one_error_line(single.stderr) == (
+        f"error: pod {namespace}/pending-0 is not bound to a node yet: explain it once it is "
+        "scheduled"
+    )
+    selected = kubectl_headroom(control_plane, "explain", "-l", "app=pending", "-n", namespace)
+    assert (selected.returncode, selected.stdout) == (0, "")
+    assert (
+        selected.stderr
+        == f"warning: pod {namespace}/pending-0 is not bound to a node yet; skipped\n"
+    )
