@@ -3,9 +3,11 @@
 By default it starts an embedded cluster (etcd, kube-apiserver, controller-manager,
 scheduler, KWOK nodes), runs the webhook and the reconciler against it and walks the
 runbook: dry-run, enforce, a pod alone on a node climbing to its cap, neighbours
-shrinking it, a ``limits.cpu`` ResourceQuota denied. With ``KUBECONFIG`` set it uses
-that cluster instead, expects Headroom installed there, changes no cluster-wide
-setting, and only touches the namespace it creates (labelled with this run's id).
+shrinking it, a ``limits.cpu`` ResourceQuota denied. ``--cluster=current`` uses the
+current kubeconfig's cluster instead (``$KUBECONFIG``, else ``~/.kube/config``): it expects
+Headroom installed there, changes no cluster-wide setting, and only touches the namespace
+it creates (labelled with this run's id). A ``$KUBECONFIG`` alone never picks it: a real
+cluster is only ever an explicit choice.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -599,12 +601,16 @@ class Demo:
         return self.summary()
 
     def current(self) -> int:
-        kubeconfig = Path(os.environ["KUBECONFIG"].split(os.pathsep)[0])
+        kubeconfig = current_kubeconfig(os.environ)
+        if not kubeconfig.is_file():
+            self.say(f"No kubeconfig at {kubeconfig}: set KUBECONFIG to the cluster's kubeconfig.")
+            return 2
         bin_dir = locate_binaries(build=True)
         cluster = Cluster(bin_dir / "kubectl", kubeconfig)
         self.use_tools(bin_dir, kubeconfig)
         self.say(
-            f"Using the cluster in KUBECONFIG ({kubeconfig}); only {self.namespace} is touched."
+            f"Using the current kubeconfig's cluster ({kubeconfig}); only {self.namespace} is "
+            "touched."
         )
         crd = cluster.run("get", "crd", "headroomconfigs.kube-headroom.dev", check=False)
         if "NotFound" in crd or "error" in crd.lower():
@@ -619,7 +625,13 @@ class Demo:
                 self.cleanup(cluster)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def current_kubeconfig(environ: Mapping[str, str]) -> Path:
+    """The kubeconfig kubectl would read first: $KUBECONFIG's first file, else ~/.kube/config."""
+    listed = [path for path in environ.get("KUBECONFIG", "").split(os.pathsep) if path]
+    return Path(listed[0]).expanduser() if listed else Path.home() / ".kube" / "config"
+
+
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
     parser.add_argument("--keep", action="store_true", help="leave the cluster running afterwards")
     parser.add_argument(
@@ -628,10 +640,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--cluster",
         choices=("embedded", "current"),
-        default="current" if os.environ.get("KUBECONFIG") else "embedded",
-        help="embedded local cluster (default), or the current KUBECONFIG's cluster when set",
+        default="embedded",
+        help="embedded local cluster (default, whatever $KUBECONFIG says), or the current "
+        "kubeconfig's cluster",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     narrator = Narrator(interactive=not args.non_interactive and sys.stdout.isatty())
     demo = Demo(args=args, narrator=narrator)
     narrator.say("Headroom demo: CPU limits from node slack, via in-place pod resize\n")

@@ -205,21 +205,6 @@ class LocalHeadroom:
         )
         return [f"{obj['kind'].lower()}/{obj['metadata']['name']}" for obj in objects]
 
-    def unregister_webhooks(self) -> None:
-        subprocess.run(
-            [
-                str(self.kubectl),
-                f"--kubeconfig={self.kubeconfig}",
-                "delete",
-                "mutatingwebhookconfiguration,validatingwebhookconfiguration",
-                "-l",
-                "app.kubernetes.io/name=kube-headroom",
-                "--ignore-not-found",
-            ],
-            check=True,
-            capture_output=True,
-        )
-
     # -- reconciler ------------------------------------------------------------
 
     def start_reconciler(self, *, extra: Sequence[str] = ()) -> Process:

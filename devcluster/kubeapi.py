@@ -85,6 +85,3 @@ class KubeAPI:
 
     def put(self, path: str, body: Json) -> Json:
         return self.request("PUT", path, body=body)
-
-    def merge_patch(self, path: str, body: Json) -> Json:
-        return self.request("PATCH", path, body=body, content_type="application/merge-patch+json")

@@ -1,4 +1,4 @@
-"""The commands that read the live cluster: preflight, explain, status, and simulate
+"""The commands that read the live cluster: preflight, explain, status, version, and simulate
 without a saved snapshot. This module imports the Kubernetes client, which takes about a
 second, so ``main`` loads it only when a cluster is read."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -16,174 +15,253 @@ from typing import Any
 from app.core.config import Settings
 from app.core.explain import factor_text
 from app.core.labels import LEASE_NAME
-from app.core.quantity import QuantityError, format_cpu_millis, parse_cpu_millis
+from app.core.quantity import format_cpu_millis
 from app.io.http import ApiError, KubeHttp
-from app.io.kubeconfig import KubeConfigError, async_api_client
-from kubectl_headroom import simulate_cli
-from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR
+from app.io.kubeconfig import async_api_client
+from kubectl_headroom import simulate_cli, version
+from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
 from kubectl_headroom.explain import as_dict, explain_pod, render
+from kubectl_headroom.failures import FAILURES, report
+from kubectl_headroom.kubeconfig import Target, resolve
+from kubectl_headroom.output import emit
 from kubectl_headroom.preflight import Severity, preflight
 from kubectl_headroom.snapshot_fetch import fetch_snapshot
 from kubectl_headroom.state import ClusterState, fetch_state, optional
 from kubectl_headroom.status import event_time, leader_status, summarize
 from kubectl_headroom.table import render as render_table
 
+_NOT_FOUND = 404
+
 
 def run(args: argparse.Namespace) -> int:
+    target: Target | None = None
     try:
-        return asyncio.run(_run(args))
-    except KubeConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-    except ApiError as err:
-        print(f"error: the API server answered {err}", file=sys.stderr)
-    return EXIT_ERROR
+        target = resolve(flag=args.kubeconfig, context=args.context)
+        return asyncio.run(_run(args, target))
+    except FAILURES as err:
+        failure = report(err, target=target, command=args.command)
+        print(failure.line, file=sys.stderr)
+        return failure.code
 
 
-async def _run(args: argparse.Namespace) -> int:
-    http = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig))
-    if args.command == "simulate":
-        try:
+async def _run(args: argparse.Namespace, target: Target) -> int:
+    http = KubeHttp(await async_api_client(kubeconfig=target.kubeconfig, context=target.context))
+    try:
+        if args.command == "simulate":
             return await simulate_cli.run(
                 args, read=lambda progress: fetch_snapshot(http, progress=progress)
             )
-        finally:
-            await http.close()
-    try:
+        if args.command == "version":
+            server = await http.get("/version")
+            version.show(args.output, server=str(server.get("gitVersion", "")))
+            return EXIT_OK
         state = await fetch_state(http)
         settings, config_problem = state.settings()
         if config_problem:
             print(f"warning: {config_problem}; using defaults", file=sys.stderr)
         if args.command == "preflight":
-            findings = preflight(state, settings=settings, planned=args.namespace)
-            blockers = sum(f.severity is Severity.BLOCKER for f in findings)
-            if args.output == "json":
-                print(
-                    json.dumps(
-                        {"findings": [f.as_dict() for f in findings], "blockers": blockers},
-                        indent=2,
-                    )
-                )
-            elif findings:
-                rows = [
-                    [str(f.severity).upper(), f.check, f.subject, f.message, f.fix]
-                    for f in findings
-                ]
-                print(render_table(["SEVERITY", "CHECK", "OBJECT", "FINDING", "FIX"], rows))
-                print(f"\n{blockers} blocker(s), {len(findings) - blockers} other finding(s)")
-            else:
-                print("preflight passed: no findings")
-            return EXIT_BLOCKED if blockers else 0
+            return _preflight(state, settings, args)
         if args.command == "explain":
-            return await _explain(http, state, settings, args)
-        events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
-        lease = await optional(
-            http,
-            f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{LEASE_NAME}",
-        )
-        status = summarize(
-            config=state.config,
-            settings=settings,
-            managed_namespaces=state.managed_namespaces(settings),
-            events=events,
-            node_labels=[node["metadata"].get("labels") or {} for node in state.nodes],
-            leader=leader_status(lease, now=datetime.now(UTC)),
-        )
-        if args.output == "json":
-            print(json.dumps(status.as_dict(), indent=2))
-            return 0
-        namespaces = ", ".join(status.managed_namespaces) or "none"
-        print(f"Mode:               {status.mode}")
-        print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
-        print(f"Ready:              {status.ready}")
-        leader = "no lease (not leader-elected?)" if status.leader is None else status.leader.text()
-        print(f"Leader:             {leader}")
-        print(f"Managed namespaces: {namespaces}")
-        print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
-        print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
-        if status.pools:
-            print()
-            print(
-                render_table(
-                    ["POOL", "NODES", "MODE", "OVERRIDES"],
-                    [
-                        [p.name, str(p.nodes), p.mode, ", ".join(p.overrides) or "-"]
-                        for p in status.pools
-                    ]
-                    + [["(no pool)", str(status.nodes_without_pool), status.mode, "-"]],
-                )
+            return await _explain(
+                http,
+                state,
+                settings,
+                args,
+                namespace=args.namespace or target.namespace,
+                what_if=args.request_m,
             )
-        if status.recent:
-            print()
-            print(
-                render_table(
-                    ["TIME", "REASON", "POD", "MESSAGE"],
-                    [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent],
-                )
-            )
-        return 0
+        return await _status(http, state, settings, args)
     finally:
         await http.close()
 
 
-async def _explain(
+def _preflight(state: ClusterState, settings: Settings, args: argparse.Namespace) -> int:
+    findings = preflight(state, settings=settings, planned=args.namespace)
+    blockers = sum(f.severity is Severity.BLOCKER for f in findings)
+    if args.output != "table":
+        emit({"findings": [f.as_dict() for f in findings], "blockers": blockers}, args.output)
+    elif findings:
+        rows = [[str(f.severity).upper(), f.check, f.subject, f.message, f.fix] for f in findings]
+        print(render_table(["SEVERITY", "CHECK", "OBJECT", "FINDING", "FIX"], rows))
+        print(f"\n{blockers} blocker(s), {len(findings) - blockers} other finding(s)")
+    else:
+        print("preflight passed: no findings")
+    return EXIT_BLOCKED if blockers else EXIT_OK
+
+
+async def _status(
     http: KubeHttp, state: ClusterState, settings: Settings, args: argparse.Namespace
 ) -> int:
-    what_if = None
-    if args.request is not None:
-        try:
-            what_if = parse_cpu_millis(args.request)
-        except QuantityError as err:
-            print(f"error: --request: {err}", file=sys.stderr)
-            return EXIT_ERROR
-    pod = await http.get(f"/api/v1/namespaces/{args.namespace}/pods/{args.pod}")
-    node_name = pod.get("spec", {}).get("nodeName")
-    if not node_name:
-        print(f"pod {args.namespace}/{args.pod} is not bound to a node yet", file=sys.stderr)
-        return EXIT_ERROR
-    node = await http.get(f"/api/v1/nodes/{node_name}")
-    node_pods = (
-        await http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node_name}"})
-    ).get("items") or []
-    by_namespace = _group(state.limit_ranges)
-    compute = functools.partial(
-        explain_pod,
-        pod=pod,
-        node=node,
-        node_pods=node_pods,
-        namespace_labels={
-            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
-        },
-        limit_ranges=by_namespace,
-        vpas=_group(state.vpas or ()),
-        settings=settings,
+    events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
+    lease = await optional(
+        http,
+        f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{LEASE_NAME}",
     )
-    explanation = compute()
-    alternative = compute(what_if_request_m=what_if) if what_if else None
-    events = (
-        await http.get(
-            f"/api/v1/namespaces/{args.namespace}/events",
-            params={"fieldSelector": f"involvedObject.name={args.pod},reason=CPULimitAdjusted"},
+    status = summarize(
+        config=state.config,
+        settings=settings,
+        managed_namespaces=state.managed_namespaces(settings),
+        events=events,
+        node_labels=[node["metadata"].get("labels") or {} for node in state.nodes],
+        leader=leader_status(lease, now=datetime.now(UTC)),
+    )
+    if args.output != "table":
+        emit(status.as_dict(), args.output)
+        return EXIT_OK
+    namespaces = ", ".join(status.managed_namespaces) or "none"
+    print(f"Mode:               {status.mode}")
+    print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
+    print(f"Ready:              {status.ready}")
+    leader = "no lease (not leader-elected?)" if status.leader is None else status.leader.text()
+    print(f"Leader:             {leader}")
+    print(f"Managed namespaces: {namespaces}")
+    print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
+    print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
+    if status.pools:
+        print()
+        print(
+            render_table(
+                ["POOL", "NODES", "MODE", "OVERRIDES"],
+                [
+                    [p.name, str(p.nodes), p.mode, ", ".join(p.overrides) or "-"]
+                    for p in status.pools
+                ]
+                + [["(no pool)", str(status.nodes_without_pool), status.mode, "-"]],
+            )
         )
-    ).get("items") or []
-    last = max(events, key=event_time, default=None)
-    last_message = str(last.get("message", "")) if last else None
-    if args.output == "json":
+    if status.recent:
+        print()
+        print(
+            render_table(
+                ["TIME", "REASON", "POD", "MESSAGE"],
+                [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent],
+            )
+        )
+    return EXIT_OK
+
+
+async def _explain(
+    http: KubeHttp,
+    state: ClusterState,
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    namespace: str,
+    what_if: int | None,
+) -> int:
+    if args.pod is not None:
+        try:
+            pods = [await http.get(f"/api/v1/namespaces/{namespace}/pods/{args.pod}")]
+        except ApiError as err:
+            if err.status != _NOT_FOUND:
+                raise
+            defaulted = "" if args.namespace else " (the context's namespace; -n names another)"
+            print(
+                f'error: pod "{args.pod}" not found in namespace "{namespace}"{defaulted}',
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
+    else:
+        listed = await http.get(
+            f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": args.selector}
+        )
+        pods = listed.get("items") or []
+    explainer = _Explainer(http, state, settings)
+    documents, texts = [], []
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        if not (pod.get("spec") or {}).get("nodeName"):
+            unbound = f"pod {namespace}/{name} is not bound to a node yet"
+            if args.pod is not None:
+                print(f"error: {unbound}: explain it once it is scheduled", file=sys.stderr)
+                return EXIT_ERROR
+            print(f"warning: {unbound}; skipped", file=sys.stderr)
+            continue
+        document, text = await explainer.explain(pod, what_if=what_if)
+        documents.append(document)
+        texts.append(text)
+    if args.pod is not None:
+        if args.output == "table":
+            print(texts[0])
+        else:
+            emit(documents[0], args.output)
+        return EXIT_OK
+    if not pods:
+        print(f"No pods in namespace {namespace} match -l {args.selector}", file=sys.stderr)
+    if args.output == "table":
+        if texts:
+            print("\n\n".join(texts))
+    else:
+        emit({"items": documents}, args.output)
+    return EXIT_OK
+
+
+class _Explainer:
+    """Explains pods one by one, reading each node and its pods once."""
+
+    def __init__(self, http: KubeHttp, state: ClusterState, settings: Settings) -> None:
+        self._http = http
+        self._settings = settings
+        self._namespace_labels = {
+            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
+        }
+        self._limit_ranges = _group(state.limit_ranges)
+        self._vpas = _group(state.vpas or ())
+        self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
+
+    async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
+        if name not in self._nodes:
+            node = await self._http.get(f"/api/v1/nodes/{name}")
+            node_pods = (
+                await self._http.get(
+                    "/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"}
+                )
+            ).get("items") or []
+            self._nodes[name] = (node, node_pods)
+        return self._nodes[name]
+
+    async def explain(
+        self, pod: Mapping[str, Any], *, what_if: int | None
+    ) -> tuple[dict[str, Any], str]:
+        """The pod's explanation as a document and as text."""
+        node, node_pods = await self._node(pod["spec"]["nodeName"])
+        compute = functools.partial(
+            explain_pod,
+            pod=pod,
+            node=node,
+            node_pods=node_pods,
+            namespace_labels=self._namespace_labels,
+            limit_ranges=self._limit_ranges,
+            vpas=self._vpas,
+            settings=self._settings,
+        )
+        explanation = compute()
+        alternative = compute(what_if_request_m=what_if) if what_if else None
+        meta = pod["metadata"]
+        events = (
+            await self._http.get(
+                f"/api/v1/namespaces/{meta['namespace']}/events",
+                params={
+                    "fieldSelector": f"involvedObject.name={meta['name']},reason=CPULimitAdjusted"
+                },
+            )
+        ).get("items") or []
+        last = max(events, key=event_time, default=None)
+        last_message = str(last.get("message", "")) if last else None
         document = as_dict(explanation)
         document["lastEvent"] = last_message
         if alternative is not None:
             document["whatIf"] = as_dict(alternative)
-        print(json.dumps(document, indent=2))
-        return 0
-    print(render(explanation, last_event=last_message))
-    if alternative is not None and alternative.result is not None:
-        print(
-            f"\nWhat if the request were {format_cpu_millis(what_if or 0)}: "
-            f"target {alternative.result.target_m}m, ceiling {alternative.result.hi_m}m "
-            f"(node factor would be {factor_text(alternative.node_result.factor)})"
-        )
-    elif alternative is not None:
-        print(f"\nWith that request the pod would not be managed ({alternative.ineligible})")
-    return 0
+        text = render(explanation, last_event=last_message)
+        if alternative is not None and alternative.result is not None:
+            text += (
+                f"\n\nWhat if the request were {format_cpu_millis(what_if or 0)}: "
+                f"target {alternative.result.target_m}m, ceiling {alternative.result.hi_m}m "
+                f"(node factor would be {factor_text(alternative.node_result.factor)})"
+            )
+        elif alternative is not None:
+            text += f"\n\nWith that request the pod would not be managed ({alternative.ineligible})"
+        return document, text
 
 
 def _group(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:

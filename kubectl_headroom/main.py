@@ -7,42 +7,81 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from kubectl_headroom import simulate_cli
+from app.core.quantity import QuantityError, parse_cpu_millis
+from kubectl_headroom import simulate_cli, version
+from kubectl_headroom.exits import EXIT_ERROR
+from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
+from kubectl_headroom.output import add_output
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _connection_flags(*, suppress: bool) -> argparse.ArgumentParser:
+    """kubectl's connection flags. The subcommands take them too (their defaults
+    suppressed, so a flag given before the subcommand is kept): they go anywhere."""
+    flags = argparse.ArgumentParser(add_help=False)
+    default = argparse.SUPPRESS if suppress else None
+    flags.add_argument(
+        "--kubeconfig",
+        default=default,
+        metavar="FILE",
+        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)",
+    )
+    flags.add_argument(
+        "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
+    )
+    return flags
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
         prog="kubectl headroom",
         description=(
             "Preflight, explain, status and simulate for Headroom (CPU limits from node slack)."
         ),
+        parents=[_connection_flags(suppress=False)],
     )
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    top.add_argument(
+        "--version", action="version", version=f"kubectl-headroom {version.client_version()}"
+    )
+    sub = top.add_subparsers(dest="command", required=True)
+    flags = [_connection_flags(suppress=True)]
 
-    pre = sub.add_parser("preflight", help="check the cluster against the runbook's preflight")
+    pre = sub.add_parser(
+        "preflight", help="check the cluster against the runbook's preflight", parents=flags
+    )
     pre.add_argument(
         "--namespace",
         "-n",
         action="append",
         default=[],
         metavar="NS",
-        help="a namespace you are about to enrol (repeatable)",
+        help="a namespace you are about to enrol (repeatable; enrolled ones are always checked)",
     )
-    pre.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    add_output(pre)
 
-    ex = sub.add_parser("explain", help="the arithmetic behind a pod's CPU limit")
-    ex.add_argument("pod", metavar="POD")
-    ex.add_argument("--namespace", "-n", default="default", metavar="NS")
+    ex = sub.add_parser(
+        "explain",
+        help="the arithmetic behind a pod's CPU limit",
+        description="Explain POD, or every pod -l selects, in one namespace.",
+        parents=flags,
+    )
+    ex.add_argument("pod", metavar="POD", nargs="?")
+    ex.add_argument(
+        "--namespace", "-n", metavar="NS", help="the pod's namespace (default: the context's)"
+    )
+    ex.add_argument(
+        "--selector", "-l", metavar="SELECTOR", help="explain every pod with these labels"
+    )
     ex.add_argument(
         "--request",
         metavar="CPU",
         help="what-if: the ceiling this pod would get on its node now with this CPU request",
     )
-    ex.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    add_output(ex)
 
-    st = sub.add_parser("status", help="mode, managed scope, leader and recent outcomes")
-    st.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    st = sub.add_parser(
+        "status", help="mode, managed scope, leader and recent outcomes", parents=flags
+    )
+    add_output(st)
     st.add_argument(
         "--lease-namespace",
         default="kube-headroom-system",
@@ -58,16 +97,42 @@ def _parser() -> argparse.ArgumentParser:
             "snapshot) under a what-if config and enrolment, and prints every managed pod's "
             "current and simulated CPU limit. Nothing in the cluster changes."
         ),
+        parents=flags,
     )
     simulate_cli.add_arguments(sim)
-    return parser
+
+    ver = sub.add_parser("version", help="the plugin's version and the API server's", parents=flags)
+    ver.add_argument("--client", action="store_true", help="the plugin's version only")
+    add_output(ver)
+    return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
+    if args.command == "explain" and (args.pod is None) == (args.selector is None):
+        cli.error("explain takes a POD or -l SELECTOR (one of them)")
+    if args.command == "explain" and args.selector is not None and args.request is not None:
+        cli.error("explain --request takes a POD, not -l")
+    if args.command == "explain":
+        # Bad input is refused before any cluster is read.
+        try:
+            args.request_m = None if args.request is None else parse_cpu_millis(args.request)
+        except QuantityError as err:
+            print(f"error: --request: {err}", file=sys.stderr)
+            return EXIT_ERROR
+        try:
+            if args.selector is not None:
+                parse_selector(args.selector)
+        except SelectorSyntaxError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_ERROR
     if args.command == "simulate" and args.snapshot is not None:
         # Offline: no cluster is read, so the Kubernetes client (a second to import) is not.
         return asyncio.run(simulate_cli.run(args, read=simulate_cli.from_file(args.snapshot)))
+    if args.command == "version" and args.client:
+        version.show(args.output, server=None)
+        return 0
     from kubectl_headroom import commands
 
     return commands.run(args)

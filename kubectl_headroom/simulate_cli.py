@@ -8,11 +8,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import orjson
-import yaml
-
 from kubectl_headroom.exits import EXIT_ERROR
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
+from kubectl_headroom.output import add_output, emit
 from kubectl_headroom.simulate import (
     SortKey,
     WhatIf,
@@ -58,7 +56,7 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
     sim.add_argument(
         "--sort-by", choices=[key.value for key in SortKey], default=SortKey.NODE.value
     )
-    sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    add_output(sim)
 
 
 def from_file(path: Path) -> Reader:
@@ -114,10 +112,5 @@ async def _run(args: argparse.Namespace, *, read: Reader) -> int:
     if args.output == "table":
         print(table(simulation, view))
         return 0
-    result = document(simulation, view)
-    if args.output == "json":
-        # orjson: the standard library takes seconds over a hundred thousand pods.
-        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        print(yaml.safe_dump(result, sort_keys=False), end="")
+    emit(document(simulation, view), args.output)
     return 0

@@ -2,8 +2,6 @@
 
 import os
 
-from kubernetes import client as sync_client
-from kubernetes import config as sync_config
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
@@ -15,7 +13,10 @@ class KubeConfigError(Exception):
     """No usable cluster credentials were found."""
 
 
-async def async_api_client(*, kubeconfig: str | None) -> aio_client.ApiClient:
+async def async_api_client(
+    *, kubeconfig: str | None, context: str | None = None
+) -> aio_client.ApiClient:
+    """``context`` picks a kubeconfig context other than its current-context."""
     configuration = aio_client.Configuration()
     try:
         if kubeconfig is None and os.environ.get(_IN_CLUSTER_ENV):
@@ -23,25 +24,14 @@ async def async_api_client(*, kubeconfig: str | None) -> aio_client.ApiClient:
         else:
             # persist_config=False: never write refreshed tokens back (read-only filesystems).
             await aio_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, client_configuration=configuration, persist_config=False
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
     except (aio_config.ConfigException, OSError) as err:
         raise KubeConfigError(_describe(kubeconfig, err)) from err
     return aio_client.ApiClient(configuration)
-
-
-def sync_api_client(*, kubeconfig: str | None) -> sync_client.ApiClient:
-    configuration = sync_client.Configuration()
-    try:
-        if kubeconfig is None and os.environ.get(_IN_CLUSTER_ENV):
-            sync_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            sync_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, client_configuration=configuration, persist_config=False
-            )
-    except (sync_config.ConfigException, OSError) as err:
-        raise KubeConfigError(_describe(kubeconfig, err)) from err
-    return sync_client.ApiClient(configuration)
 
 
 def _describe(kubeconfig: str | None, err: Exception) -> str:

@@ -189,7 +189,8 @@ class Stack:
 
 
 def runbook_commands() -> list[str]:
-    return shell_commands(RUNBOOK.read_text())
+    """Each command the runbook shows, once (Upgrading repeats the install's)."""
+    return list(dict.fromkeys(shell_commands(RUNBOOK.read_text())))
 
 
 def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "") -> Any:

@@ -1,6 +1,8 @@
 """The install path of the runbook, on the real control plane: `make install`,
 `kubectl apply -k config/samples`, `make deploy IMG=…`, the operator chart's optional
-parts, `make undeploy`, and `make uninstall` (which keeps the CRD and the live config).
+parts, `make undeploy`, and `make uninstall` (which keeps the CRD and the live config);
+the chart under `helm template | kubectl apply`; the runbook's troubleshooting commands and
+its uninstall recipe.
 
 The webhook configurations a deploy registers point at simulated pods that serve nothing,
 and the HeadroomConfig one fails closed: every test removes the release before it ends.
@@ -20,9 +22,12 @@ from typing import Any
 import pytest
 import yaml
 
-from app.core.labels import CONFIG_NAME
+from app.core.labels import CONFIG_NAME, MODE_LABEL, MODE_MANAGED, STATUS_ANNOTATION
+from devcluster.binaries import kubernetes_version
 from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
+from tests.integration.reconciler.manifests import pod
+from tests.integration.runbook import run_shell, runbook_commands, shell_environ
 
 # A registry with a port: the port is not the tag.
 IMG = "registry.example:5000/kube-headroom:test"
@@ -321,6 +326,21 @@ def test_headroom_config_create_never_resets_a_live_config(
 
     run_helm(control_plane, helm, *upgrade)
     assert config()["spec"]["dryRun"] is True
+    # Installed against the cluster, the config is a hook, not part of the release.
+    recorded = {
+        what: kinds(
+            [
+                doc
+                for doc in yaml.safe_load_all(
+                    run_helm(control_plane, helm, "get", what, RELEASE, "-n", RELEASE_NAMESPACE)
+                )
+                if doc
+            ]
+        )
+        for what in ("hooks", "manifest")
+    }
+    assert "HeadroomConfig" in recorded["hooks"]
+    assert "HeadroomConfig" not in recorded["manifest"]
     control_plane.kubectl(
         "patch", "hcfg", CONFIG_NAME, "--type=merge", "-p", '{"spec":{"dryRun":false}}'
     )
@@ -335,3 +355,126 @@ def test_headroom_config_create_never_resets_a_live_config(
     control_plane.kubectl("delete", "hcfg", CONFIG_NAME)
     run_helm(control_plane, helm, *upgrade)
     assert config()["spec"]["dryRun"] is True
+
+
+@pytest.mark.parametrize(
+    "apply",
+    [
+        pytest.param(["apply", "-f", "-"], id="client-side-apply"),
+        # What Flux and Argo CD's server-side sync send: conflicts forced onto the applier.
+        pytest.param(["apply", "--server-side", "--force-conflicts", "-f", "-"], id="server-side"),
+    ],
+)
+def test_helm_template_applied_again_keeps_an_enforcing_config_enforcing(
+    control_plane: Cluster, helm: Path, clean_install: None, apply: list[str]
+) -> None:
+    """GitOps: the chart rendered by `helm template` (where `lookup` sees no cluster) and
+    applied with kubectl, enforced with the runbook's patch, then synced twice more: the
+    config stays enforcing, the same object at the same generation."""
+    rendered = run_helm(
+        control_plane, helm, "template", RELEASE, "chart/kube-headroom",
+        f"--namespace={RELEASE_NAMESPACE}", f"--kube-version={kubernetes_version()}",
+        # The simulated webhook pods serve nothing; the config webhook would fail closed.
+        "--set=webhook.enable=false", "--set=headroomConfig.create=true",
+    )  # fmt: skip
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    (config,) = [obj for obj in objects if obj["kind"] == "HeadroomConfig"]
+    assert not config["metadata"].get("annotations"), "a hook would become a sync hook"
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+
+    def stored_config() -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            control_plane.kubectl("get", "hcfg", CONFIG_NAME, "-o", "json")
+        )
+        return found
+
+    control_plane.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": RELEASE_NAMESPACE}}
+    )
+    try:
+        control_plane.kubectl(*apply, input=listed)
+        assert stored_config()["spec"]["dryRun"] is True  # the CRD's default
+        control_plane.kubectl(
+            "patch", "hcfg", CONFIG_NAME, "--type", "merge", "-p", '{"spec":{"dryRun":false}}'
+        )
+        enforcing = stored_config()
+        for _ in range(2):
+            control_plane.kubectl(*apply, input=listed)
+            synced = stored_config()
+            assert synced["spec"]["dryRun"] is False
+            assert synced["metadata"]["uid"] == enforcing["metadata"]["uid"]
+            assert synced["metadata"]["generation"] == enforcing["metadata"]["generation"]
+        assert hcfg_columns(control_plane)["DRYRUN"] == "false"
+    finally:
+        control_plane.kubectl(
+            "delete", "-f", "-", "--ignore-not-found", "--wait=false", input=listed
+        )
+
+
+def test_the_troubleshooting_commands_show_a_missing_ca_and_the_webhooks_endpoints(
+    control_plane: Cluster, helm: Path, clean_install: None
+) -> None:
+    """The runbook's Troubleshooting commands, as shown, on a deploy whose CA nobody injects
+    (no cert-manager controller runs here) and whose webhook pods have endpoints."""
+    make(control_plane, helm, "install")
+    make(control_plane, helm, "deploy", f"IMG={IMG}")
+    env = shell_environ(control_plane)
+    outputs = {}
+    for command in runbook_commands("Troubleshooting"):
+        result = run_shell(command, env=env)
+        assert result.returncode == 0, f"{command}: {result.stderr}"
+        outputs[command.split(" -")[0]] = result
+    assert outputs["kubectl get mutatingwebhookconfiguration kube-headroom-mutating"].stdout == ""
+    certificate = outputs["kubectl get certificate"].stdout.splitlines()
+    assert certificate[0].split()[:2] == ["NAME", "READY"]
+    assert certificate[1].split()[0] == f"{RELEASE}-webhook-cert"
+    assert "True" not in certificate[1]
+    header, *slices = outputs["kubectl get endpointslices"].stdout.splitlines()
+    assert header.split()[:4] == ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS"]
+    (webhook_slice,) = slices
+    _, _, ports, addresses, *_ = webhook_slice.split()
+    assert ports == "9443"
+    assert addresses != "<unset>"
+    assert outputs["kubectl get networkpolicy"].stderr.startswith("No resources found")
+
+
+def test_the_uninstall_recipe_leaves_nothing_behind(
+    control_plane: Cluster, helm: Path, clean_install: None, install_node: str
+) -> None:
+    """The runbook's Uninstalling commands, as shown, after an install with the config, an
+    enrolled namespace and a pod carrying the status annotation."""
+    tenant = "team-a"
+    make(control_plane, helm, "install")
+    run_helm(
+        control_plane, helm, "upgrade", "--install", RELEASE, "chart/kube-headroom",
+        f"--namespace={RELEASE_NAMESPACE}", "--create-namespace", "--wait",
+        "--set=webhook.enable=false", "--set=headroomConfig.create=true",
+    )  # fmt: skip
+    control_plane.kubectl("create", "namespace", tenant)
+    try:
+        control_plane.kubectl("label", "namespace", tenant, f"{MODE_LABEL}={MODE_MANAGED}")
+        web = pod("web-0", namespace=tenant, node=install_node)
+        # What the reconciler writes on a pod it manages.
+        web["metadata"]["annotations"] = {STATUS_ANNOTATION: '{"targetLimit":"1000m"}'}
+        control_plane.apply(web)
+        env = shell_environ(control_plane)
+        for command in runbook_commands("Uninstalling"):
+            result = run_shell(command, env=env)
+            assert result.returncode == 0, f"{command}: {result.stderr}"
+        control_plane.kubectl(
+            "wait", "--for=delete", f"namespace/{RELEASE_NAMESPACE}", "--timeout=120s"
+        )
+
+        releases = run_helm(control_plane, helm, "list", "--all-namespaces", "-q").split()
+        assert {RELEASE, CRD_RELEASE}.isdisjoint(releases)
+        assert control_plane.kubectl("get", "crd", CRD, "--ignore-not-found") == ""
+        assert MODE_LABEL not in json.loads(
+            control_plane.kubectl("get", "namespace", tenant, "-o", "json")
+        )["metadata"].get("labels", {})
+        left = json.loads(control_plane.kubectl("get", "pod", "web-0", "-n", tenant, "-o", "json"))
+        assert STATUS_ANNOTATION not in left["metadata"].get("annotations", {})
+    finally:
+        control_plane.kubectl("delete", "namespace", tenant, "--ignore-not-found")
+        # The rest of the session, and this module's clean-up, expect the CRD chart.
+        run_helm(control_plane, helm, "upgrade", "--install", CRD_RELEASE, f"chart/{CRD_RELEASE}")
+        control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")

@@ -4,31 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Cluster
-
-VENV_BIN = Path(sys.executable).parent
-
-
-def kubectl_headroom(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run through kubectl's plugin mechanism: kubectl finds kubectl-headroom on PATH."""
-    env = cluster.environ()
-    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
-    return subprocess.run(
-        [str(cluster.bin_dir / "kubectl"), "headroom", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+from tests.integration.kubectl_headroom.plugin import kubectl_headroom
 
 
 def findings(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

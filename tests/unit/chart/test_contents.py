@@ -325,7 +325,7 @@ def test_alerts_query_only_exported_series_and_result_values() -> None:
     rules = alerts()
     assert len(rules) == 3
     for rule in rules.values():
-        assert unknown_series(rule["expr"]) == set()
+        assert unknown_series(rule["expr"], external={}) == set()
         for result in ("Deferred", "quota-denied"):
             if f'result="{result}"' in rule["expr"]:
                 assert result in RESIZE_RESULTS
@@ -419,13 +419,22 @@ def test_resources_apply_to_both_processes() -> None:
         assert container(deployment)["resources"] == resources
 
 
-def test_headroom_config_defaults_to_dry_run_and_is_created_after_the_webhook() -> None:
+def test_headroom_config_renders_no_field_an_operator_changes() -> None:
     config = find(render(chart_values(headroom_config=True)), "HeadroomConfig", "cluster")
     assert config["apiVersion"] == "kube-headroom.dev/v1alpha1"
-    assert config["spec"] == {"dryRun": True}
-    assert config["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
-    assert validate_config(config).allowed
+    # Every field, dryRun among them, is left to the CRD's defaults, so a re-applied render
+    # never resets what an operator patched.
+    assert config["spec"] == {}
     assert parse_config(config) == DEFAULT_SETTINGS
+    assert DEFAULT_SETTINGS.dry_run
+    assert validate_config(config).allowed
+
+
+def test_headroom_config_is_an_ordinary_manifest_under_helm_template() -> None:
+    # No cluster to ask: GitOps tools apply it like any object. A Helm hook would become an
+    # Argo CD sync hook, deleted and created again at every sync.
+    config = find(render(chart_values(headroom_config=True)), "HeadroomConfig", "cluster")
+    assert not any(key.startswith("helm.sh/") for key in config["metadata"].get("annotations", {}))
 
 
 def test_headroom_config_spec_passes_through() -> None:

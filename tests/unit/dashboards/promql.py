@@ -1,37 +1,63 @@
-"""The series Headroom exports, and a small PromQL reader that finds the series a query uses."""
+"""The series Headroom exports, read from the processes' own registries, the foreign series
+the dashboard may also query, and a small PromQL reader that finds the series a query uses."""
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Final
 
-# Every series the project exports, with its labels: the one list to update when a
-# metric is added or renamed. Histograms are listed by their base name.
-EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]] = {
-    "headroom_node_factor": frozenset({"node"}),
-    "headroom_node_slack_cores": frozenset({"node"}),
-    "headroom_pod_limit_cores": frozenset({"namespace", "pod"}),
-    "headroom_resizes_total": frozenset({"result"}),
-    "headroom_reconcile_duration_seconds": frozenset(),
-    "headroom_pods_managed": frozenset(),
-    "headroom_resizes_deferred": frozenset(),
-    "headroom_pool_pods_managed": frozenset({"pool"}),
-    "headroom_webhook_requests_total": frozenset({"endpoint", "result"}),
-    "headroom_webhook_request_duration_seconds": frozenset({"endpoint"}),
-}
-HISTOGRAMS: Final = frozenset(
-    {"headroom_reconcile_duration_seconds", "headroom_webhook_request_duration_seconds"}
-)
-RESIZE_RESULTS: Final = (
-    "ok",
-    "dry-run",
-    "Deferred",
-    "Infeasible",
-    "quota-denied",
-    "conflict",
-    "error",
-)
-# cAdvisor's CPU throttling counter (kubelet /metrics/cadvisor), the one foreign series.
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
+
+from reconciler.metrics import ReconcilerMetrics
+from reconciler.outcomes import Result
+from webhook.metrics import WebhookMetrics
+
+
+def _collectors() -> Iterator[MetricWrapperBase]:
+    """Each metric the reconciler and the webhook register (test_exported_metrics checks
+    that these are all their registries serve)."""
+    for owner in (ReconcilerMetrics(), WebhookMetrics(CollectorRegistry())):
+        for value in vars(owner).values():
+            if isinstance(value, MetricWrapperBase):
+                yield value
+
+
+def _exported() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """Every exported series with its labels (histograms by base name), and the histograms.
+
+    Read from the real metric objects: a labelled series has no sample until it is observed,
+    so its label names come from the metric itself rather than from a scrape.
+    """
+    series: dict[str, frozenset[str]] = {}
+    histograms = set()
+    for metric in _collectors():
+        (family,) = metric.describe()
+        name = family.name + ("_total" if family.type == "counter" else "")
+        series[name] = frozenset(metric._labelnames)
+        if family.type == "histogram":
+            histograms.add(name)
+    return series, frozenset(histograms)
+
+
+# Every series the processes export, with its labels: read from the code, never listed here.
+EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]]
+HISTOGRAMS: Final[frozenset[str]]
+EXPORTED_METRICS, HISTOGRAMS = _exported()
+RESIZE_RESULTS: Final = tuple(result.value for result in Result)
 CADVISOR_THROTTLING: Final = "container_cpu_cfs_throttled_periods_total"
+CADVISOR_PERIODS: Final = "container_cpu_cfs_periods_total"
+KSM_REQUESTS: Final = "kube_pod_container_resource_requests"
+# The series from outside Headroom the dashboard may query, and their labels. Each is a
+# standard series of most clusters, and none is per pod in Headroom's own memory:
+# - cAdvisor's CFS counters (the kubelet's /metrics/cadvisor): the throttled share of periods;
+# - kube-state-metrics' requests, pod phases and allocatable CPU: who booked a node.
+EXTERNAL_SERIES: Final[Mapping[str, frozenset[str]]] = {
+    CADVISOR_THROTTLING: frozenset({"namespace", "pod", "container"}),
+    CADVISOR_PERIODS: frozenset({"namespace", "pod", "container"}),
+    KSM_REQUESTS: frozenset({"namespace", "pod", "container", "node", "resource", "unit"}),
+    "kube_pod_status_phase": frozenset({"namespace", "pod", "phase"}),
+    "kube_node_status_allocatable": frozenset({"node", "resource", "unit"}),
+}
 
 _KEYWORDS: Final = frozenset(
     {
@@ -100,6 +126,8 @@ def matcher_labels(expr: str) -> dict[str, set[str]]:
     return used
 
 
-def unknown_series(expr: str) -> set[str]:
-    """Series in the expression that Headroom does not export (cAdvisor's throttling aside)."""
-    return series_names(expr) - set(queryable_series()) - {CADVISOR_THROTTLING}
+def unknown_series(
+    expr: str, *, external: Mapping[str, frozenset[str]] = EXTERNAL_SERIES
+) -> set[str]:
+    """Series in the expression that neither Headroom nor the ``external`` list export."""
+    return series_names(expr) - set(queryable_series()) - set(external)

@@ -1,11 +1,11 @@
-"""The metric list the dashboard and docs are checked against is what the processes export."""
+"""The metric list the dashboard and docs are checked against is what the processes serve."""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
 from reconciler.metrics import ReconcilerMetrics
-from tests.unit.dashboards.promql import EXPORTED_METRICS
+from tests.unit.dashboards.promql import EXPORTED_METRICS, HISTOGRAMS
 from webhook.metrics import WebhookMetrics
 
 # prometheus_client appends these to a histogram's family samples.
@@ -21,9 +21,9 @@ def _families(registry: CollectorRegistry) -> dict[str, frozenset[str]]:
     return families
 
 
-def test_exported_metrics_match_the_real_registries() -> None:
+def test_exported_metrics_are_what_a_scrape_of_the_real_registries_serves() -> None:
     reconciler = ReconcilerMetrics()
-    # Per-node and per-pod series only exist once observed; give each one sample.
+    # Per-node, per-pod and per-pool series only exist once observed; give each a sample.
     reconciler.node_factor.labels(node="n").set(2)
     reconciler.node_slack_cores.labels(node="n").set(8)
     reconciler.pod_limit_cores.labels(namespace="ns", pod="p").set(3)
@@ -32,3 +32,10 @@ def test_exported_metrics_match_the_real_registries() -> None:
     WebhookMetrics(webhook_registry)
     exported = {**_families(reconciler.registry), **_families(webhook_registry)}
     assert exported == EXPORTED_METRICS
+
+
+def test_histograms_are_read_as_histograms() -> None:
+    assert {
+        "headroom_reconcile_duration_seconds",
+        "headroom_webhook_request_duration_seconds",
+    } == HISTOGRAMS

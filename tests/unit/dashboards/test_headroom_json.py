@@ -1,4 +1,6 @@
-"""dashboards/headroom.json: valid Grafana JSON that queries only series that exist."""
+"""dashboards/headroom.json: valid Grafana JSON that queries only series that exist (the
+processes' own, read from their registries, and the listed external ones), with a panel for
+every one Headroom exports."""
 
 import json
 import re
@@ -9,7 +11,12 @@ from typing import Any
 import pytest
 
 from tests.unit.dashboards.promql import (
+    CADVISOR_PERIODS,
     CADVISOR_THROTTLING,
+    EXPORTED_METRICS,
+    EXTERNAL_SERIES,
+    HISTOGRAMS,
+    KSM_REQUESTS,
     matcher_labels,
     queryable_series,
     series_names,
@@ -73,11 +80,48 @@ def test_every_query_uses_exported_series_only() -> None:
 
 
 def test_matchers_use_labels_the_series_carry() -> None:
-    series = queryable_series()
+    series = {**queryable_series(), **EXTERNAL_SERIES}
     for title, expr in panel_exprs():
         for name, labels in matcher_labels(expr).items():
-            if name != CADVISOR_THROTTLING:
-                assert labels <= series[name], f"{title}: {name} has no label {labels}"
+            assert labels <= series[name], f"{title}: {name} has no label {labels}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTED_METRICS))
+def test_every_exported_series_has_a_panel(name: str) -> None:
+    wanted = {f"{name}_bucket"} if name in HISTOGRAMS else {name}
+    assert any(wanted & series_names(expr) for _, expr in panel_exprs()), name
+
+
+def test_admission_latency_is_per_endpoint() -> None:
+    latency = [
+        expr
+        for _, expr in panel_exprs()
+        if "headroom_webhook_request_duration_seconds_bucket" in series_names(expr)
+    ]
+    assert latency
+    for expr in latency:
+        (grouping,) = re.findall(r"sum by \(([^)]*)\)", expr)
+        assert {label.strip() for label in grouping.split(",")} == {"endpoint", "le"}, expr
+
+
+def test_a_panel_shows_who_booked_a_node() -> None:
+    bookings = [
+        (title, expr) for title, expr in panel_exprs() if KSM_REQUESTS in series_names(expr)
+    ]
+    assert bookings
+    for title, expr in bookings:
+        assert 'resource="cpu"' in expr, title
+        assert 'node=~"$node"' in expr, title
+        assert re.search(r"sum by \(namespace, pod\) \(" + KSM_REQUESTS, expr), title
+
+
+def test_throttling_is_the_throttled_share_of_periods() -> None:
+    throttling = [expr for _, expr in panel_exprs() if CADVISOR_THROTTLING in series_names(expr)]
+    assert throttling
+    for expr in throttling:
+        throttled, _, periods = expr.partition(" / ")
+        assert series_names(throttled) == {CADVISOR_THROTTLING}, expr
+        assert series_names(periods) == {CADVISOR_PERIODS}, expr
 
 
 def test_template_variables_read_labels_the_series_carry() -> None:
@@ -134,3 +178,8 @@ def test_dashboard_shows(what: str, pattern: str) -> None:
 )
 def test_promql_reader_finds_the_series(expr: str, series: set[str]) -> None:
     assert series_names(expr) == series
+
+
+def test_a_foreign_series_off_the_list_is_unknown() -> None:
+    assert unknown_series("sum(rate(node_cpu_seconds_total[5m]))") == {"node_cpu_seconds_total"}
+    assert unknown_series(f"rate({CADVISOR_THROTTLING}[5m])", external={}) == {CADVISOR_THROTTLING}

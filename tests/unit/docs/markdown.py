@@ -16,6 +16,10 @@ RUNBOOK: Final = DOCS_DIR / "operator-runbook.md"
 TENANT_GUIDE: Final = DOCS_DIR / "tenant-guide.md"
 APPLICABILITY: Final = DOCS_DIR / "applicability.md"
 CONFIGURATION: Final = DOCS_DIR / "configuration.md"
+README: Final = REPO_ROOT / "README.md"
+CHANGELOG: Final = REPO_ROOT / "CHANGELOG.md"
+SECURITY: Final = REPO_ROOT / "SECURITY.md"
+LICENSE: Final = REPO_ROOT / "LICENSE"
 
 SHELL_LANGUAGES: Final = frozenset({"sh", "bash", "shell", "console"})
 _FENCE: Final = re.compile(r"^(\s*)(```|~~~)\s*([\w-]*)")
@@ -37,9 +41,8 @@ class Heading:
 
 
 def user_docs() -> list[Path]:
-    """The README (once it exists) and every page under docs/."""
-    readme = REPO_ROOT / "README.md"
-    return [*([readme] if readme.is_file() else []), *sorted(DOCS_DIR.glob("*.md"))]
+    """The README, the changelog, the security policy and every page under docs/."""
+    return [README, CHANGELOG, SECURITY, *sorted(DOCS_DIR.glob("*.md"))]
 
 
 def _scan(text: str) -> Iterator[tuple[int, str, FencedBlock | None]]:

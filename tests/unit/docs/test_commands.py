@@ -24,6 +24,15 @@ _OCI = f"{_E2E}::test_runbook_installs_both_charts_and_the_image_from_the_oci_re
 CI: Final = "ci"
 CI_ENTRY_POINT: Final = REPO_ROOT / ".ci" / "run"
 _CHART_TESTS: Final = "tests/unit/chart/test_toggles.py"
+_PLUGIN_INSTALL: Final = (
+    "tests/integration/kubectl_headroom/test_install_plugin.py::"
+    "test_the_install_commands_put_the_plugin_on_path"
+)
+_TROUBLESHOOTING: Final = (
+    f"{_INSTALL_TESTS}::"
+    "test_the_troubleshooting_commands_show_a_missing_ca_and_the_webhooks_endpoints"
+)
+_UNINSTALL: Final = f"{_INSTALL_TESTS}::test_the_uninstall_recipe_leaves_nothing_behind"
 _SIMULATE_OFFLINE: Final = (
     "tests/integration/reconciler/test_simulate.py::"
     "test_a_saved_snapshot_simulates_offline_like_the_live_cluster"
@@ -33,6 +42,14 @@ COVERED: Final[dict[str, str]] = {
     # README.
     "make demo": DEMO,
     "make test": CI,
+    # The kubectl plugin (README and runbook).
+    "python3 -m venv ~/.local/share/kube-headroom": _PLUGIN_INSTALL,
+    "~/.local/share/kube-headroom/bin/pip install .": _PLUGIN_INSTALL,
+    "mkdir -p ~/.local/bin": _PLUGIN_INSTALL,
+    "ln -sf ~/.local/share/kube-headroom/bin/kubectl-headroom ~/.local/bin/kubectl-headroom": (
+        _PLUGIN_INSTALL
+    ),
+    "kubectl headroom version": _PLUGIN_INSTALL,
     # Preflight.
     "kubectl headroom preflight -n team-a": DEMO,
     "kubectl get resourcequota -A -o json | jq -r '.items[] | "
@@ -83,6 +100,22 @@ COVERED: Final[dict[str, str]] = {
     # Failure modes and rollback.
     """kubectl patch hcfg cluster --type merge -p '{"spec":{"dryRun":true}}'""": DEMO,
     "kubectl label ns team-a kube-headroom.dev/mode-": DEMO,
+    # Troubleshooting.
+    "kubectl get mutatingwebhookconfiguration kube-headroom-mutating "
+    "-o jsonpath='{.webhooks[*].clientConfig.caBundle}'": _TROUBLESHOOTING,
+    "kubectl get certificate -n kube-headroom-system kube-headroom-webhook-cert": (
+        _TROUBLESHOOTING
+    ),
+    "kubectl get endpointslices -n kube-headroom-system "
+    "-l kubernetes.io/service-name=kube-headroom-webhook": _TROUBLESHOOTING,
+    "kubectl get networkpolicy -n kube-headroom-system": _TROUBLESHOOTING,
+    # Uninstalling (the dry-run patch and the label removal above run there too).
+    "kubectl annotate pods -n team-a --all kube-headroom.dev/status-": _UNINSTALL,
+    "helm uninstall kube-headroom --namespace kube-headroom-system": _UNINSTALL,
+    "kubectl delete hcfg cluster": _UNINSTALL,
+    "helm uninstall kube-headroom-crds": _UNINSTALL,
+    "kubectl delete crd headroomconfigs.kube-headroom.dev": _UNINSTALL,
+    "kubectl delete namespace kube-headroom-system": _UNINSTALL,
 }
 
 

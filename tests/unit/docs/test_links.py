@@ -27,19 +27,41 @@ LINKING_TREES: Final = (
     "dashboards",
 )
 _DOC_REFERENCE: Final = re.compile(r"docs/([\w-]+\.md)#([\w-]+)")
+# A page named with or without an anchor.
+_DOC_PAGE: Final = re.compile(r"docs/([\w-]+\.md)")
 _MARKDOWN_LINK: Final = re.compile(r"\]\(([^)\s]*)\)")
+
+
+def _linking_files() -> list[Path]:
+    return [
+        path
+        for tree in LINKING_TREES
+        for path in sorted((REPO_ROOT / tree).rglob("*"))
+        if path.is_file() and path.suffix in {".py", ".yaml", ".tpl", ".txt", ".json"}
+    ]
 
 
 def _references_from_code() -> list[tuple[str, str, str]]:
     """(file that links, doc, anchor) for every ``docs/<page>.md#<anchor>`` in the trees."""
-    found = []
-    for tree in LINKING_TREES:
-        for path in sorted((REPO_ROOT / tree).rglob("*")):
-            if not path.is_file() or path.suffix not in {".py", ".yaml", ".tpl", ".txt", ".json"}:
-                continue
-            for doc, fragment in _DOC_REFERENCE.findall(path.read_text()):
-                found.append((path.relative_to(REPO_ROOT).as_posix(), doc, fragment))
-    return found
+    return [
+        (path.relative_to(REPO_ROOT).as_posix(), doc, fragment)
+        for path in _linking_files()
+        for doc, fragment in _DOC_REFERENCE.findall(path.read_text())
+    ]
+
+
+def _pages_from_code() -> list[tuple[str, str]]:
+    """(file that names it, doc) for every ``docs/<page>.md`` in the trees."""
+    return [
+        (path.relative_to(REPO_ROOT).as_posix(), doc)
+        for path in _linking_files()
+        for doc in _DOC_PAGE.findall(path.read_text())
+    ]
+
+
+@pytest.mark.parametrize(("source", "doc"), _pages_from_code())
+def test_pages_named_in_code_exist(source: str, doc: str) -> None:
+    assert (DOCS_DIR / doc).is_file(), f"{source} names missing docs/{doc}"
 
 
 @pytest.mark.parametrize(("source", "doc", "fragment"), _references_from_code())

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.io.kubeconfig import KubeConfigError, async_api_client, sync_api_client
+from app.io.kubeconfig import KubeConfigError, async_api_client
 
 
 def _kubeconfig(path: Path, *, server: str = "https://127.0.0.1:6443") -> Path:
@@ -36,17 +36,10 @@ def test_async_client_from_an_explicit_kubeconfig(tmp_path: Path) -> None:
     assert asyncio.run(host()) == "https://10.0.0.1:6443"
 
 
-def test_sync_client_from_an_explicit_kubeconfig(tmp_path: Path) -> None:
-    kubeconfig = _kubeconfig(tmp_path / "config", server="https://10.0.0.2:6443")
-    with sync_api_client(kubeconfig=str(kubeconfig)) as api:
-        assert api.configuration.host == "https://10.0.0.2:6443"
-
-
 @pytest.mark.parametrize(
     "load",
     [
         pytest.param(lambda: asyncio.run(async_api_client(kubeconfig=None)), id="async"),
-        pytest.param(lambda: sync_api_client(kubeconfig=None), id="sync"),
     ],
 )
 def test_in_cluster_without_credentials_fails_clearly(
@@ -61,4 +54,21 @@ def test_in_cluster_without_credentials_fails_clearly(
 
 def test_missing_kubeconfig_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(KubeConfigError, match=f"kubeconfig {tmp_path}/nope"):
-        sync_api_client(kubeconfig=str(tmp_path / "nope"))
+        asyncio.run(async_api_client(kubeconfig=str(tmp_path / "nope")))
+
+
+def test_async_client_for_another_context(tmp_path: Path) -> None:
+    kubeconfig = _kubeconfig(tmp_path / "config", server="https://10.0.0.1:6443")
+    document = yaml.safe_load(kubeconfig.read_text())
+    document["clusters"].append({"name": "other", "cluster": {"server": "https://10.0.0.3:6443"}})
+    document["contexts"].append({"name": "dev", "context": {"cluster": "other", "user": "u"}})
+    kubeconfig.write_text(yaml.safe_dump(document))
+
+    async def host() -> str:
+        api = await async_api_client(kubeconfig=str(kubeconfig), context="dev")
+        try:
+            return str(api.configuration.host)
+        finally:
+            await api.close()
+
+    assert asyncio.run(host()) == "https://10.0.0.3:6443"
