@@ -179,8 +179,12 @@ class Controller:
             await wait(self._clock, self._status_due, STATUS_INTERVAL_SECONDS)
             await asyncio.sleep(STATUS_COALESCE_SECONDS)
             self._status_due.clear()
-            self._memory.retain(pod.uid for pod in self.cache.pods.values())
+            self.retain_live_pods()
             await self.write_status()
+
+    def retain_live_pods(self) -> None:
+        """Forget what is remembered about pods that left the cluster."""
+        self._memory.retain(pod.uid for pod in self.cache.pods.values())
 
     async def write_status(self) -> None:
         config = self.cache.config

@@ -242,9 +242,11 @@ def plan_node(
         explanation = explain(
             decision.result, pod_result, dry_run=settings.dry_run, pool=decision.pool
         )
-        patch = pod_result.patch and not memory.resize_unseen(
+        # Accepted, and the watch has not shown it yet: the pod's limit is the target now.
+        unseen = memory.resize_unseen(
             pod.uid, generation=pod.generation, target_m=pod_result.target_m
         )
+        patch = pod_result.patch and not unseen
         # A pod with pod-level resources has no container limits to set: its target is
         # the pod-level limit.
         resize = patch and bool(pod_result.containers or pod.pod_resources is not None)
@@ -276,8 +278,12 @@ def plan_node(
                 plan.explanations.append(Explain(pod, adjusted=(pod.limit_m, explanation)))
             stale = stale or moved
         else:
-            # Enforcing with nothing to apply: the annotation explains the limit the pod has.
-            explanation = explanation.applied(pod_result.current_m)
+            # Enforcing with nothing to apply: the annotation explains the limit the pod has
+            # (one written for an earlier limit, or called off while the node settled, does
+            # not).
+            applied_m = pod_result.target_m if unseen else pod_result.current_m
+            stale = stale or annotated != applied_m
+            explanation = explanation.applied(applied_m)
         if stale:
             annotation = status_annotation(explanation, previous=previous, now=now)
             if annotation != previous:

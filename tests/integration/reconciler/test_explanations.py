@@ -12,6 +12,7 @@ from typing import Any
 from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
+from tests.integration.reconciler import audit
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import container, pod
 
@@ -145,3 +146,51 @@ def test_managed_pods_in_the_config_status_follow_changes(
     assert time.monotonic() - created <= 3.0 + 1.0
     column = control_plane.kubectl("get", "hcfg", "cluster")
     assert column.splitlines()[1].split()[3] == str(baseline + 1), column
+
+
+def test_a_slack_move_inside_the_deadband_writes_nothing(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    # No cap but the node: the pod's target follows the slack, 1:1.
+    configure(dryRun=False, maxMultiplier="0")
+    node = make_node(cpu="16")
+    start_reconciler()
+    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="4")]))
+    eventually(lambda: _explained(pods, "p"), timeout=60, what="explained")
+    annotation = pods.status_annotation("p")
+    assert annotation is not None
+    assert annotation["targetLimit"] == "16000m"
+    events = len(pods.events("p", reason="CPULimitAdjusted"))
+    # A neighbour books 500m: the target moves 16000m -> 15500m, 3% of the limit, inside the
+    # 5% shrink band. The limit stays, so its annotation and event stay too.
+    pods.create(
+        pod(
+            "x",
+            namespace=pods.namespace,
+            node=node,
+            containers=[container(cpu="500m")],
+            labels=UNMANAGED,
+        )
+    )
+    since = time.time()
+    # The node is reconciled within the debounce (at most 3 s); wait past it.
+    assert stays(lambda: pods.status_annotation("p") == annotation, seconds=3.0 + 2.0)
+    writes = [
+        w
+        for w in audit.writes(control_plane.plane)
+        if w.received >= since
+        and w.namespace == pods.namespace
+        and w.name == "p"
+        and w.user.endswith(":kube-headroom-reconciler")
+    ]
+    assert writes == []
+    assert len(pods.events("p", reason="CPULimitAdjusted")) == events
+    # explain computes the numbers as they are now: the neighbour is booked there.
+    live = _explain(control_plane, pods.namespace, "p")
+    assert live["annotation"]["slack"] == "11500m"
+    assert live["annotation"]["targetLimit"] == "15500m"
+    assert live["patch"] is False

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from app.core.config import DEFAULT_SETTINGS, parse_config, validate_config
+from reconciler.outcomes import POLICY_STOPS
 from tests.unit.chart.builders import chart_values
 from tests.unit.chart.helm import CHART, CRD_CHART, NAMESPACE, Manifest, render
 from tests.unit.chart.objects import container, find, find_all, names, rule_triples, webhook
@@ -460,3 +461,26 @@ def test_values_schema_knows_exactly_the_crd_spec_fields() -> None:
     crd_pool = crd_spec["nodePools"]["items"]["properties"]
     assert set(chart_pool) == set(crd_pool)
     assert set(chart_pool["deadband"]["properties"]) == set(crd_pool["deadband"]["properties"])
+
+
+def test_the_reconciler_reads_the_resize_policy_s_stops_in_its_own_words() -> None:
+    """What the reconciler takes for a stop landing in flight (reconciler.outcomes) is what
+    the chart's resize policy says, or the API server's words for its missing params."""
+    [policy] = [
+        obj
+        for obj in render({})
+        if obj["kind"] == "ValidatingAdmissionPolicy"
+        and obj["metadata"]["name"].endswith("-pod-resizes")
+    ]
+    messages = [v["message"] for v in policy["spec"]["validations"]]
+    own = [stop for stop in POLICY_STOPS if not stop.startswith("no params")]
+    assert all(any(stop in message for message in messages) for stop in own), messages
+    # Only the gates a stop button changes are stops; the field check stays a bug.
+    assert len(own) == len(messages) - 1
+    [binding] = [
+        obj
+        for obj in render({})
+        if obj["kind"] == "ValidatingAdmissionPolicyBinding"
+        and obj["spec"]["policyName"] == policy["metadata"]["name"]
+    ]
+    assert binding["spec"]["paramRef"]["parameterNotFoundAction"] == "Deny"

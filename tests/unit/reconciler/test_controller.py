@@ -1,4 +1,7 @@
 import asyncio
+import gc
+import itertools
+import tracemalloc
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -249,3 +252,54 @@ def test_an_edit_of_the_status_annotation_wakes_the_node_and_its_echo_does_not()
     )
     setup.cache.apply_pod("team-a/p", builders.wire(edited))
     assert "n1" in setup.queue
+
+
+def test_nodes_that_come_and_go_leave_nothing_behind() -> None:
+    """Everything kept per node (pace, failures, series, tallies, plans) is freed with it:
+    a thousand nodes added, reconciled, failed once and removed cost no memory."""
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
+    setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
+    rounds = itertools.count()
+
+    async def churn() -> None:
+        # New names every round: state kept for a node that left would pile up.
+        nodes = [f"churn-{next(rounds)}-{i:04d}" for i in range(1000)]
+        workers = asyncio.create_task(setup.controller.actuator.run())
+        for name in nodes:
+            setup.cache.apply_node(name, builders.node(name))
+            setup.cache.apply_pod(f"team-a/{name}-p", builders.pod_wire(f"{name}-p", node=name))
+            setup.controller.reconciler.reconcile(name)
+            setup.queue.retry(name, initial=0.5, cap=5.0)
+        await setup.controller.actuator.settle()
+        for name in nodes:
+            setup.cache.apply_pod(f"team-a/{name}-p", None)
+            setup.cache.apply_node(name, None)
+        setup.clock.advance(100)
+        while (key := setup.queue.pop_ready()) is not None:
+            setup.controller.reconciler.reconcile(key)
+            setup.queue.done(key)
+        setup.controller.retain_live_pods()
+        setup.api.sent.clear()
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
+
+    with asyncio.Runner() as runner:
+        # Two rounds first: caches, interned strings and the tables of emptied dicts settle.
+        runner.run(churn())
+        runner.run(churn())
+        gc.collect()
+        tracemalloc.start()
+        try:
+            settled = tracemalloc.take_snapshot()
+            for _ in range(3):
+                runner.run(churn())
+            gc.collect()
+            stats = tracemalloc.take_snapshot().compare_to(settled, "filename")
+        finally:
+            tracemalloc.stop()
+    # Counted in objects, not bytes: an emptied dict keeps its table, which is no leak, but
+    # any state kept for the three thousand nodes that left is thousands of objects.
+    left = sum(stat.count_diff for stat in stats)
+    assert left < 1000, [str(stat) for stat in stats[:5]]
+    assert setup.controller.reconciler.managed_nodes == 0

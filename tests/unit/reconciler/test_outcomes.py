@@ -2,7 +2,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.outcomes import Result, classify, result_of
+from reconciler.outcomes import Answer, Result, classify, result_of
 
 
 def status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -99,3 +99,63 @@ def test_result_values_are_spelled_as_the_runbook_table() -> None:
         "conflict",
         "error",
     ]
+
+
+def _denied(message: str) -> dict[str, Any]:
+    """The API server's words when the chart's resize policy denies a resize."""
+    return status(
+        422,
+        "Invalid",
+        'pods "rl-node-11-p11" is forbidden: ValidatingAdmissionPolicy '
+        "'kube-headroom-reconciler-pod-resizes' with binding "
+        f"'kube-headroom-reconciler-pod-resizes' denied request: {message}",
+    )
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        pytest.param(
+            "failed to configure binding: no params found for policy binding with `Deny` "
+            "parameterNotFoundAction",
+            id="config-deleted",
+        ),
+        pytest.param(
+            "Headroom's reconciler resizes only pods in namespaces its HeadroomConfig enrols "
+            "(spec.namespaceSelector, minus spec.excludedNamespaces).",
+            id="namespace-left",
+        ),
+        pytest.param(
+            "Headroom's reconciler does not resize pods labelled kube-headroom.dev/mode other "
+            "than managed.",
+            id="pod-opted-out",
+        ),
+        pytest.param(
+            "Headroom's reconciler does not resize pods whose owner spec.excludedOwners excludes.",
+            id="owner-excluded",
+        ),
+    ],
+)
+def test_a_stop_landing_in_flight_is_stopped_not_a_bug(message: str) -> None:
+    for code in (403, 422):
+        answer = classify(code=code, body=_denied(message))
+        assert answer is Answer.STOPPED
+        assert result_of(answer) is Result.CONFLICT
+
+
+def test_the_policy_s_other_refusal_is_still_a_bug() -> None:
+    body = _denied(
+        "Headroom's reconciler changes only limits.cpu through pods/resize, never requests, "
+        "memory or any other field."
+    )
+    assert classify(code=403, body=body) is Answer.REJECTED
+
+
+def test_another_policy_s_words_are_not_taken_for_a_stop() -> None:
+    body = status(
+        403,
+        "Forbidden",
+        "ValidatingAdmissionPolicy 'someone-elses' with binding 'b' denied request: "
+        "no params found for policy binding with `Deny` parameterNotFoundAction",
+    )
+    assert classify(code=403, body=body) is Answer.REJECTED

@@ -418,3 +418,65 @@ def test_an_overbooked_node_reports_zero_slack_and_says_by_how_much() -> None:
     assert (annotation["slack"], annotation["overbooked"]) == ("0m", "1000m")
     [(_, _, message)] = world.events()
     assert message.endswith("(node factor 1.00, slack 0/2 cores, overbooked by 1 core)")
+
+
+def _stopped_in_flight(world: World, name: str) -> None:
+    world.api.answer(
+        "PATCH",
+        f"{PODS}/{name}/resize",
+        code=422,
+        body={
+            "message": f'pods "{name}" is forbidden: ValidatingAdmissionPolicy '
+            "'kube-headroom-reconciler-pod-resizes' with binding "
+            "'kube-headroom-reconciler-pod-resizes' denied request: failed to configure "
+            "binding: no params found for policy binding with `Deny` parameterNotFoundAction",
+            "code": 422,
+        },
+    )
+
+
+def test_a_resize_stopped_in_flight_is_not_backed_off(caplog: pytest.LogCaptureFixture) -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")])
+    _stopped_in_flight(world, "p")
+    with caplog.at_level(logging.INFO):
+        assert world.reconcile() is None
+    assert world.count("conflict") == 1
+    assert world.count("error") == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # Looked at again soon; the stop undone, the very next reconcile resizes it.
+    assert world.requeued == [("node-1", CONFLICT_RETRY_SECONDS)]
+    world.api.answers.clear()
+    world.api.sent.clear()
+    assert world.reconcile() is None
+    assert world.resizes() == {"p": "10"}
+
+
+def test_a_refusal_no_rule_explains_ends_when_the_node_s_settings_change() -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")])
+    world.api.answer("PATCH", f"{PODS}/p/resize", code=422, body={"message": "odd", "code": 422})
+    world.reconcile()
+    assert world.reconcile() == 300.0
+    world.api.answers.clear()
+    world.api.sent.clear()
+    world.cache.apply_config(
+        "cluster",
+        builders.headroom_config(generation=2, spec={"dryRun": False, "maxMultiplier": "5"}),
+    )
+    assert world.reconcile() is None
+    assert world.resizes() == {"p": "5"}
+
+
+def test_a_quota_back_off_outlasts_a_settings_change() -> None:
+    world = World()
+    world.add("p", containers=[container(cpu_request="1")])
+    world.api.answer("PATCH", f"{PODS}/p/resize", code=403, body={"message": "exceeded quota: q"})
+    world.reconcile()
+    world.cache.apply_config(
+        "cluster",
+        builders.headroom_config(generation=2, spec={"dryRun": False, "maxMultiplier": "5"}),
+    )
+    world.api.sent.clear()
+    assert world.reconcile() == pytest.approx(300.0)
+    assert world.resizes() == {}

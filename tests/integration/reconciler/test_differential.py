@@ -1,0 +1,282 @@
+"""`simulate`, `explain` and the live reconciler agree pod by pod, on generated clusters.
+
+Twenty-four cluster shapes come from a seeded generator, each a node and a namespace of
+its own: node pools with overrides, LimitRanges, `max-cpu` caps, sidecars, pod-level
+resources, limits already set (so some pods are raised, some lowered, some kept),
+unmanaged neighbours, a pod whose kubelet reports its resize Infeasible, and a pod whose
+quantities Headroom cannot read. Before anything is enforced, `kubectl headroom simulate`
+(with `--set dryRun=false`) and `kubectl headroom explain` predict every pod; then the real
+reconciler enforces, and every pod's limit must be what both predicted, every unmanaged
+pod left alone for the reason both gave.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from app.core.quantity import parse_cpu_millis
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
+from tests.integration.reconciler.conftest import Pods, Reconciler
+from tests.integration.reconciler.manifests import container, pod, running_status
+
+SHAPES = 24
+SEED = 20261201
+POOLS = [
+    {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}, "maxMultiplier": "20"},
+    {
+        "name": "tight",
+        "nodeSelector": {"matchLabels": {"pool": "tight"}},
+        "maxMultiplier": "3",
+        "quantum": "50m",
+        "deadband": {"growPercent": 0, "shrinkPercent": 0},
+    },
+]
+UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
+# Accepted by the API server (stored as 100e1008), beyond what Headroom reads.
+UNREADABLE_MEMORY = "1e1010"
+INFEASIBLE = {
+    "type": "PodResizePending",
+    "status": "True",
+    "reason": "Infeasible",
+    "message": "Node didn't have enough capacity: cpu",
+}
+
+
+@dataclass
+class Shape:
+    namespace: str
+    node: str
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    limit_range: dict[str, Any] | None = None
+    # Pods whose status the test writes: an Infeasible report.
+    infeasible: list[str] = field(default_factory=list)
+
+
+def _millis(value: int) -> str:
+    return f"{value}m"
+
+
+def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[..., str]) -> Shape:
+    labels = rand.choice([{}, {"pool": "batch"}, {"pool": "tight"}])
+    node = make_node(cpu=rand.choice(["4", "8", "16", "32"]), labels=labels)
+    shape = Shape(namespace=f"diff-{tag}-{index:02d}", node=node)
+    if rand.random() < 0.3:
+        shape.limit_range = {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "metadata": {"name": "caps", "namespace": shape.namespace},
+            "spec": {
+                "limits": [
+                    {"type": "Container", "max": {"cpu": rand.choice(["1", "2500m", "6"])}}
+                    if rand.random() < 0.6
+                    else {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}}
+                ]
+            },
+        }
+    for number in range(rand.randint(2, 5)):
+        name = f"p{number}"
+        request = rand.choice([50, 100, 250, 500, 1000, 1500])
+        annotations = {}
+        if rand.random() < 0.2:
+            annotations["kube-headroom.dev/max-cpu"] = rand.choice(["700m", "2", "5"])
+        if rand.random() < 0.15:
+            # Pod-level resources: the pod's own limit is Headroom's to set.
+            obj = pod(
+                name,
+                namespace=shape.namespace,
+                node=node,
+                containers=[container(cpu=None, memory="32Mi")],
+                annotations=annotations,
+                resources={"requests": {"cpu": _millis(request), "memory": "64Mi"}},
+            )
+        else:
+            limit = None
+            if rand.random() < 0.35:
+                limit = _millis(request * rand.choice([1, 2, 3, 6, 12]) + 10)
+            containers = [container(cpu=_millis(request), cpu_limit=limit)]
+            if rand.random() < 0.25:
+                containers.append(container("helper", cpu=_millis(max(10, request // 2))))
+            sidecars = []
+            if rand.random() < 0.2:
+                sidecars.append(container("proxy", cpu="100m", sidecar=True))
+            obj = pod(
+                name,
+                namespace=shape.namespace,
+                node=node,
+                containers=containers,
+                sidecars=sidecars,
+                annotations=annotations,
+                labels=UNMANAGED if rand.random() < 0.15 else None,
+                custom_status=number == 0 and index % 6 == 1,
+            )
+            if number == 0 and index % 6 == 1:
+                shape.infeasible.append(name)
+        shape.pods.append(obj)
+    if index % 6 == 4:
+        shape.pods.append(
+            pod(
+                "unreadable",
+                namespace=shape.namespace,
+                node=node,
+                containers=[container(cpu="200m", memory=UNREADABLE_MEMORY)],
+            )
+        )
+    return shape
+
+
+@pytest.fixture
+def shapes(
+    control_plane: Cluster, make_node: Callable[..., str], pods: Pods
+) -> Iterator[list[Shape]]:
+    rand = random.Random(SEED)
+    tag = pods.namespace.rsplit("-", 1)[-1]
+    made = [_generate(rand, index, tag, make_node) for index in range(SHAPES)]
+    try:
+        for shape in made:
+            control_plane.kubectl("create", "namespace", shape.namespace)
+            control_plane.kubectl(
+                "label", "namespace", shape.namespace, "kube-headroom.dev/mode=managed"
+            )
+            if shape.limit_range is not None:
+                control_plane.apply(shape.limit_range)
+            control_plane.apply({"apiVersion": "v1", "kind": "List", "items": shape.pods})
+            for name in shape.infeasible:
+                obj = json.loads(
+                    control_plane.kubectl("get", "pod", name, "-n", shape.namespace, "-o", "json")
+                )
+                control_plane.kubectl(
+                    "patch", "pod", name, "-n", shape.namespace, "--subresource=status",
+                    "--type=merge", "-p", json.dumps(running_status(obj, conditions=[INFEASIBLE])),
+                )  # fmt: skip
+        yield made
+    finally:
+        for shape in made:
+            control_plane.kubectl(
+                "delete", "namespace", shape.namespace, "--wait=false", "--ignore-not-found"
+            )
+
+
+def _run(cluster: Cluster, *args: str) -> dict[str, Any]:
+    result: subprocess.CompletedProcess[str] = kubectl_headroom(cluster, *args, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def _limit_m(obj: dict[str, Any]) -> int:
+    """The pod's CPU limit as Headroom counts it: pod-level, else the request-bearing
+    containers' (app containers and sidecars) summed; 0 when one has none."""
+    spec = obj["spec"]
+    pod_level = (spec.get("resources") or {}).get("limits", {}).get("cpu")
+    if spec.get("resources", {}).get("requests", {}).get("cpu"):
+        return parse_cpu_millis(pod_level) if pod_level else 0
+    total = 0
+    containers = [
+        *spec["containers"],
+        *(c for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"),
+    ]
+    for c in containers:
+        resources = c.get("resources", {})
+        if not resources.get("requests", {}).get("cpu"):
+            continue
+        limit = resources.get("limits", {}).get("cpu")
+        if limit is None:
+            return 0
+        total += parse_cpu_millis(limit)
+    return total
+
+
+def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    shapes: list[Shape],
+    start_reconciler: Callable[..., Reconciler],
+) -> None:
+    configure(dryRun=True, nodePools=POOLS)
+    eventually(
+        lambda: all(
+            json.loads(control_plane.kubectl("get", "pods", "-n", s.namespace, "-o", "json"))[
+                "items"
+            ]
+            and all(
+                p.get("status", {}).get("phase") == "Running"
+                for p in json.loads(
+                    control_plane.kubectl("get", "pods", "-n", s.namespace, "-o", "json")
+                )["items"]
+            )
+            for s in shapes
+        ),
+        timeout=120,
+        what="every pod running",
+    )
+    namespaces = [s.namespace for s in shapes]
+    simulated = _run(control_plane, "simulate", "--set", "dryRun=false", *_each("-n", namespaces))
+    predicted = {f"{p['namespace']}/{p['name']}": p for p in simulated["pods"]}
+    unmanaged = {f"{p['namespace']}/{p['name']}": p["reason"] for p in simulated["notManagedPods"]}
+    explained: dict[str, dict[str, Any]] = {}
+    for shape in shapes:
+        for obj in shape.pods:
+            name = obj["metadata"]["name"]
+            if name == "unreadable":
+                continue
+            explained[f"{shape.namespace}/{name}"] = _run(
+                control_plane, "explain", name, "-n", shape.namespace
+            )
+    # The unreadable pods: simulate names them; explain skips them for their neighbours.
+    unreadable = {f"{s.namespace}/unreadable" for s in shapes if any(
+        p["metadata"]["name"] == "unreadable" for p in s.pods
+    )}
+    assert unreadable
+    assert set(simulated["unreadablePods"]) >= unreadable
+    for key in unreadable:
+        namespace = key.split("/")[0]
+        neighbour = next(k for k in explained if k.startswith(f"{namespace}/"))
+        assert key in {s["pod"] for s in explained[neighbour]["skipped"]}
+
+    before = {key: _pod(control_plane, key) for key in explained}
+    configure(dryRun=False, nodePools=POOLS)
+    start_reconciler()
+    expected = {}
+    for key, explanation in explained.items():
+        if key in predicted:
+            outcome = predicted[key]
+            assert explanation["managed"], key
+            assert explanation["target"] == outcome["target"], key
+            expected[key] = parse_cpu_millis(outcome["after"])
+        else:
+            # Not managed: both say why, and the limit stays where it is.
+            assert not explanation["managed"], key
+            assert explanation["ineligible"] == unmanaged[key], key
+            expected[key] = _limit_m(before[key])
+    backed_off = {k for k, reason in unmanaged.items() if reason == "backed-off"}
+    assert backed_off == {f"{s.namespace}/{n}" for s in shapes for n in s.infeasible}
+
+    def agreed() -> list[str]:
+        return [key for key, want in expected.items() if _limit_m(_pod(control_plane, key)) != want]
+
+    eventually(lambda: not agreed(), timeout=90, interval=1.0, what="the predicted limits")
+    print(
+        f"{len(shapes)} shapes, {len(expected)} pods: {len(predicted)} managed, "
+        f"{len(unmanaged)} not managed ({len(backed_off)} backed off), "
+        f"{len(unreadable)} unreadable; every limit as simulate and explain predicted"
+    )
+
+
+def _each(flag: str, values: list[str]) -> list[str]:
+    return [item for value in values for item in (flag, value)]
+
+
+def _pod(cluster: Cluster, key: str) -> dict[str, Any]:
+    namespace, name = key.split("/")
+    document: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json")
+    )
+    return document
