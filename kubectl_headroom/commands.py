@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from app.core import apipaths
 from app.core.config import Settings
 from app.core.explain import factor_text
 from app.core.labels import LEASE_NAME
@@ -75,10 +76,12 @@ async def _run(args: argparse.Namespace) -> int:
             return EXIT_BLOCKED if blockers else 0
         if args.command == "explain":
             return await _explain(http, state, settings, args)
-        events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
+        events = (await http.get(apipaths.EVENTS.path(), params={"limit": "500"})).get(
+            "items"
+        ) or []
         lease = await optional(
             http,
-            f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{LEASE_NAME}",
+            apipaths.LEASES.path(namespace=args.lease_namespace, name=LEASE_NAME),
         )
         status = summarize(
             config=state.config,
@@ -135,14 +138,14 @@ async def _explain(
         except QuantityError as err:
             print(f"error: --request: {err}", file=sys.stderr)
             return EXIT_ERROR
-    pod = await http.get(f"/api/v1/namespaces/{args.namespace}/pods/{args.pod}")
+    pod = await http.get(apipaths.PODS.path(namespace=args.namespace, name=args.pod))
     node_name = pod.get("spec", {}).get("nodeName")
     if not node_name:
         print(f"pod {args.namespace}/{args.pod} is not bound to a node yet", file=sys.stderr)
         return EXIT_ERROR
-    node = await http.get(f"/api/v1/nodes/{node_name}")
+    node = await http.get(apipaths.NODES.path(name=node_name))
     node_pods = (
-        await http.get("/api/v1/pods", params={"fieldSelector": f"spec.nodeName={node_name}"})
+        await http.get(apipaths.PODS.path(), params={"fieldSelector": f"spec.nodeName={node_name}"})
     ).get("items") or []
     by_namespace = _group(state.limit_ranges)
     compute = functools.partial(
@@ -161,7 +164,7 @@ async def _explain(
     alternative = compute(what_if_request_m=what_if) if what_if else None
     events = (
         await http.get(
-            f"/api/v1/namespaces/{args.namespace}/events",
+            apipaths.EVENTS.path(namespace=args.namespace),
             params={"fieldSelector": f"involvedObject.name={args.pod},reason=CPULimitAdjusted"},
         )
     ).get("items") or []
