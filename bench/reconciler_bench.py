@@ -53,6 +53,7 @@ from typing import Any
 
 import orjson
 
+from app.core import apipaths
 from app.core.config import Settings
 from app.core.pods import decode_pod, pod_info
 from app.io.http import KubeHttp
@@ -366,7 +367,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     started = time.monotonic()
     nodes = [f"sim-{i:04d}" for i in range(args.nodes)]
     await create_all(
-        api, [("/api/v1/nodes", simulated_node(n, cpu="64", pods="250")) for n in nodes]
+        api, [(apipaths.NODES.path(), simulated_node(n, cpu="64", pods="250")) for n in nodes]
     )
     managed_count = NAMESPACES // MANAGED_SHARE
     namespaces = [f"managed-{i}" for i in range(managed_count)] + [
@@ -376,7 +377,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
         api,
         [
             (
-                "/api/v1/namespaces",
+                apipaths.NAMESPACES.path(),
                 {
                     "apiVersion": "v1",
                     "kind": "Namespace",
@@ -398,15 +399,15 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
         body = pod_manifest(
             f"p-{i:05d}", namespace=ns, node=node, cpu_m=rand.choice((100, 250, 500, 1000)), index=i
         )
-        pods.append((f"/api/v1/namespaces/{ns}/pods", body))
+        pods.append((apipaths.PODS.path(namespace=ns), body))
     await create_all(api, pods)
     await create_all(
         api,
         [
             (
-                "/apis/kube-headroom.dev/v1alpha1/headroomconfigs",
+                apipaths.HEADROOM_CONFIGS.path(),
                 {
-                    "apiVersion": "kube-headroom.dev/v1alpha1",
+                    "apiVersion": apipaths.HEADROOM_CONFIGS.api_version,
                     "kind": "HeadroomConfig",
                     "metadata": {"name": "cluster"},
                     "spec": CONFIG_SPEC,
@@ -415,7 +416,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
         ],
     )
     report.append(("cluster created", f"{time.monotonic() - started:.0f} s"))
-    page = (await api.request("GET", "/api/v1/pods", query=[("limit", "500")])).body
+    page = (await api.request("GET", apipaths.PODS.path(), query=[("limit", "500")])).body
     cost = statistics.median(decode_cost(page) for _ in range(5))
     report.append(("decode+strip one pod from a page of 500", f"{cost:.0f} us"))
 
@@ -483,7 +484,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
             cpu_m=rand.choice((100, 250, 500, 1000)),
             index=i,
         )
-        burst.append((f"/api/v1/namespaces/{ns}/pods", body))
+        burst.append((apipaths.PODS.path(namespace=ns), body))
     burst_started = time.time()
     await create_all(api, burst)
     total = args.pods + args.burst

@@ -38,6 +38,7 @@ import orjson
 import yaml
 from aiohttp import web
 
+from app.core import apipaths
 from certs.generate import generate_ca, generate_serving
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,13 +123,13 @@ def admission_body() -> bytes:
 # -- a stand-in API server: lists for the cache, then quiet watches --------------------------
 
 _LISTS = {
-    "/api/v1/namespaces": [
+    apipaths.NAMESPACES.path(): [
         {"metadata": {"name": "bench", "labels": {"kube-headroom.dev/mode": "managed"}}}
     ],
-    "/api/v1/resourcequotas": [],
-    "/api/v1/limitranges": [],
-    "/apis/autoscaling.k8s.io/v1/verticalpodautoscalers": [],
-    "/apis/kube-headroom.dev/v1alpha1/headroomconfigs": [
+    apipaths.RESOURCE_QUOTAS.path(): [],
+    apipaths.LIMIT_RANGES.path(): [],
+    apipaths.VERTICAL_POD_AUTOSCALERS.path(): [],
+    apipaths.HEADROOM_CONFIGS.path(): [
         {"metadata": {"name": "cluster", "generation": 1}, "spec": {"dryRun": False}}
     ],
 }

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.apipaths import SERVICE_ACCOUNTS
 from devcluster.binaries import locate_binaries
 from devcluster.pki import write_control_plane_pki
 
@@ -395,7 +396,7 @@ class ControlPlane:
         proc = next(p for p in self._procs if p.name == "kube-controller-manager")
         self._wait(
             proc,
-            lambda: bool(self._api_get("/api/v1/namespaces/default/serviceaccounts/default")),
+            lambda: bool(self._api_get(SERVICE_ACCOUNTS.path(namespace="default", name="default"))),
             "the default ServiceAccount",
         )
 

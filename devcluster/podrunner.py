@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.apipaths import CONFIG_MAPS, PODS, SECRETS
 from app.core.quantity import parse_cpu_millis
 from devcluster.containers import ContainerError, Engine
 from devcluster.kubeapi import KubeAPI, KubeAPIError
@@ -152,7 +153,7 @@ class PodRunner:
     def sync(self) -> None:
         wanted: dict[str, Json] = {}
         for namespace in self.namespaces:
-            listed = self.api.get(f"/api/v1/namespaces/{namespace}/pods") or {"items": []}
+            listed = self.api.get(PODS.path(namespace=namespace)) or {"items": []}
             wanted.update({p["metadata"]["uid"]: p for p in listed["items"] if is_running(p)})
         for uid in list(self.pods):
             if uid not in wanted:
@@ -276,10 +277,10 @@ class PodRunner:
             return field_value(pod, source["fieldRef"]["fieldPath"])
         if "resourceFieldRef" in source:
             return _resource_value(pod, spec, source["resourceFieldRef"])
-        for kind, path in (("secretKeyRef", "secrets"), ("configMapKeyRef", "configmaps")):
+        for kind, resource in (("secretKeyRef", SECRETS), ("configMapKeyRef", CONFIG_MAPS)):
             if kind in source:
                 ref = source[kind]
-                found = self.api.get(f"/api/v1/namespaces/{namespace}/{path}/{ref['name']}")
+                found = self.api.get(resource.path(namespace=namespace, name=ref["name"]))
                 data = (found or {}).get("data") or {}
                 if ref["key"] not in data:
                     raise UnsupportedPodSpec(f"env {variable['name']}: {ref['name']} lacks key")

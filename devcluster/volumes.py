@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.core.apipaths import CONFIG_MAPS, SECRETS, SERVICE_ACCOUNTS
 from devcluster.kubeapi import KubeAPI
 from devcluster.podspec import UnsupportedPodSpec, field_value, memory_bytes
 
@@ -231,7 +232,7 @@ class PodVolumes:
         raise UnsupportedPodSpec(f"projected source {sorted(source)}")
 
     def _secret(self, name: str, source: Json, mode: int) -> FileSet:
-        secret = self.api.get(f"/api/v1/namespaces/{self._namespace}/secrets/{name}")
+        secret = self.api.get(SECRETS.path(namespace=self._namespace, name=name))
         if secret is None:
             if source.get("optional"):
                 return {}
@@ -240,7 +241,7 @@ class PodVolumes:
         return _items(data, source.get("items"), mode, f"Secret {name}")
 
     def _config_map(self, name: str, source: Json, mode: int) -> FileSet:
-        found = self.api.get(f"/api/v1/namespaces/{self._namespace}/configmaps/{name}")
+        found = self.api.get(CONFIG_MAPS.path(namespace=self._namespace, name=name))
         if found is None:
             if source.get("optional"):
                 return {}
@@ -280,7 +281,7 @@ class PodVolumes:
         if source.get("audience"):
             spec["audiences"] = [source["audience"]]
         response = self.api.post(
-            f"/api/v1/namespaces/{self._namespace}/serviceaccounts/{account}/token",
+            SERVICE_ACCOUNTS.path(namespace=self._namespace, name=account, subresource="token"),
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
         )
         token = str(response["status"]["token"])

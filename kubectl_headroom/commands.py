@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from app.core import apipaths
 from app.core.config import Settings
 from app.core.explain import factor_text
 from app.core.labels import LEASE_NAME
@@ -52,7 +53,7 @@ async def _run(args: argparse.Namespace, target: Target) -> int:
                 args, read=lambda progress: fetch_snapshot(http, progress=progress)
             )
         if args.command == "version":
-            server = await http.get("/version")
+            server = await http.get(apipaths.VERSION_PATH)
             version.show(args.output, server=str(server.get("gitVersion", "")))
             return EXIT_OK
         state = await fetch_state(http)
@@ -92,10 +93,10 @@ def _preflight(state: ClusterState, settings: Settings, args: argparse.Namespace
 async def _status(
     http: KubeHttp, state: ClusterState, settings: Settings, args: argparse.Namespace
 ) -> int:
-    events = (await http.get("/api/v1/events", params={"limit": "500"})).get("items") or []
+    events = (await http.get(apipaths.EVENTS.path(), params={"limit": "500"})).get("items") or []
     lease = await optional(
         http,
-        f"/apis/coordination.k8s.io/v1/namespaces/{args.lease_namespace}/leases/{LEASE_NAME}",
+        apipaths.LEASES.path(namespace=args.lease_namespace, name=LEASE_NAME),
     )
     status = summarize(
         config=state.config,
@@ -151,7 +152,7 @@ async def _explain(
 ) -> int:
     if args.pod is not None:
         try:
-            pods = [await http.get(f"/api/v1/namespaces/{namespace}/pods/{args.pod}")]
+            pods = [await http.get(apipaths.PODS.path(namespace=namespace, name=args.pod))]
         except ApiError as err:
             if err.status != _NOT_FOUND:
                 raise
@@ -163,7 +164,7 @@ async def _explain(
             return EXIT_ERROR
     else:
         listed = await http.get(
-            f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": args.selector}
+            apipaths.PODS.path(namespace=namespace), params={"labelSelector": args.selector}
         )
         pods = listed.get("items") or []
     explainer = _Explainer(http, state, settings)
@@ -211,10 +212,10 @@ class _Explainer:
 
     async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
         if name not in self._nodes:
-            node = await self._http.get(f"/api/v1/nodes/{name}")
+            node = await self._http.get(apipaths.NODES.path(name=name))
             node_pods = (
                 await self._http.get(
-                    "/api/v1/pods", params={"fieldSelector": f"spec.nodeName={name}"}
+                    apipaths.PODS.path(), params={"fieldSelector": f"spec.nodeName={name}"}
                 )
             ).get("items") or []
             self._nodes[name] = (node, node_pods)
@@ -240,7 +241,7 @@ class _Explainer:
         meta = pod["metadata"]
         events = (
             await self._http.get(
-                f"/api/v1/namespaces/{meta['namespace']}/events",
+                apipaths.EVENTS.path(namespace=meta["namespace"]),
                 params={
                     "fieldSelector": f"involvedObject.name={meta['name']},reason=CPULimitAdjusted"
                 },

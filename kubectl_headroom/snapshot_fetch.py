@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.core import apipaths
 from app.io.http import ApiError, KubeHttp
 from kubectl_headroom.snapshot import (
     Obj,
@@ -17,7 +17,6 @@ from kubectl_headroom.snapshot import (
     strip_quota,
     strip_vpa,
 )
-from kubectl_headroom.state import VPA_PATH
 
 _PAGE: Final = "500"
 
@@ -26,27 +25,28 @@ Progress = Callable[[str, int], None]
 
 async def fetch_snapshot(http: KubeHttp, *, progress: Progress | None = None) -> Snapshot:
     """List everything simulate reads, page by page; only GETs, never a write."""
-    version = await http.get("/version")
-    config_path = f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"
+    version = await http.get(apipaths.VERSION_PATH)
     return Snapshot(
         server_version=str(version.get("gitVersion", "")),
-        nodes=await _collect(http, "/api/v1/nodes", strip=strip_node, progress=progress),
+        nodes=await _collect(http, apipaths.NODES.path(), strip=strip_node, progress=progress),
         namespaces=await _collect(
-            http, "/api/v1/namespaces", strip=strip_namespace, progress=progress
+            http, apipaths.NAMESPACES.path(), strip=strip_namespace, progress=progress
         ),
         pods=await _collect(
             http,
-            "/api/v1/pods",
+            apipaths.PODS.path(),
             strip=strip_pod,
             progress=progress,
             field_selector="spec.nodeName!=",
         ),
         limit_ranges=await _collect(
-            http, "/api/v1/limitranges", strip=strip_limit_range, progress=None
+            http, apipaths.LIMIT_RANGES.path(), strip=strip_limit_range, progress=None
         ),
-        quotas=await _collect(http, "/api/v1/resourcequotas", strip=strip_quota, progress=None),
-        vpas=await _optional_collect(http, VPA_PATH),
-        config=await _optional_get(http, config_path),
+        quotas=await _collect(
+            http, apipaths.RESOURCE_QUOTAS.path(), strip=strip_quota, progress=None
+        ),
+        vpas=await _optional_collect(http, apipaths.VERTICAL_POD_AUTOSCALERS.path()),
+        config=await _optional_get(http, apipaths.CONFIG),
     )
 
 

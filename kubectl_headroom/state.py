@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import apipaths
 from app.core.config import ConfigError, Settings, parse_config
 from app.core.eligibility import namespace_enrolled
-from app.core.labels import CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
+from app.core.labels import CONFIG_NAME
 from app.io.http import ApiError, KubeHttp
 
 Obj = Mapping[str, Any]
 CERT_MANAGER_CRD = "certificates.cert-manager.io"
-VPA_PATH = "/apis/autoscaling.k8s.io/v1/verticalpodautoscalers"
 
 
 @dataclass(frozen=True)
@@ -80,17 +80,15 @@ async def _optional_items(http: KubeHttp, path: str) -> list[Obj] | None:
 
 
 async def fetch_state(http: KubeHttp) -> ClusterState:
-    version = await http.get("/version")
-    crd = await optional(
-        http, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CERT_MANAGER_CRD}"
-    )
+    version = await http.get(apipaths.VERSION_PATH)
+    crd = await optional(http, apipaths.CUSTOM_RESOURCE_DEFINITIONS.path(name=CERT_MANAGER_CRD))
     return ClusterState(
         server_version=str(version.get("gitVersion", "")),
-        nodes=await _items(http, "/api/v1/nodes"),
-        namespaces=await _items(http, "/api/v1/namespaces"),
-        quotas=await _items(http, "/api/v1/resourcequotas"),
-        limit_ranges=await _items(http, "/api/v1/limitranges"),
-        vpas=await _optional_items(http, VPA_PATH),
+        nodes=await _items(http, apipaths.NODES.path()),
+        namespaces=await _items(http, apipaths.NAMESPACES.path()),
+        quotas=await _items(http, apipaths.RESOURCE_QUOTAS.path()),
+        limit_ranges=await _items(http, apipaths.LIMIT_RANGES.path()),
+        vpas=await _optional_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path()),
         cert_manager=crd is not None,
-        config=await optional(http, f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"),
+        config=await optional(http, apipaths.CONFIG),
     )

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from app.core.apipaths import LEASES
 from app.core.labels import LEASE_NAME
 from app.io.http import ApiResponse, ApiUnavailable
 
@@ -96,8 +97,12 @@ class LeaderElector:
         return self._leading and self._clock() < self._renewed_at + self._config.renew_deadline
 
     @property
-    def _path(self) -> str:
-        return f"/apis/coordination.k8s.io/v1/namespaces/{self._config.namespace}/leases"
+    def _collection(self) -> str:
+        return LEASES.path(namespace=self._config.namespace)
+
+    @property
+    def _lease_path(self) -> str:
+        return LEASES.path(namespace=self._config.namespace, name=self._config.name)
 
     async def run(self, *, on_started: Callable[[], None], on_stopped: Callable[[], None]) -> None:
         """Campaign forever; `on_started` runs on winning the lease, `on_stopped` on losing it."""
@@ -123,9 +128,7 @@ class LeaderElector:
         spec.update({"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now})
         lease["spec"] = spec
         try:
-            response = await self._api.request(
-                "PUT", f"{self._path}/{self._config.name}", body=lease
-            )
+            response = await self._api.request("PUT", self._lease_path, body=lease)
         except ApiUnavailable as exc:
             log.warning("could not release the lease: %s", exc)
             return
@@ -173,17 +176,16 @@ class LeaderElector:
         return False
 
     async def _attempt(self, *, started: float, now: str) -> bool:
-        path = f"{self._path}/{self._config.name}"
-        current = await self._api.request("GET", path)
+        current = await self._api.request("GET", self._lease_path)
         if current.code == _NOT_FOUND:
             spec = self._spec(now=now, acquire_time=now, transitions=0)
             body = {
-                "apiVersion": "coordination.k8s.io/v1",
+                "apiVersion": LEASES.api_version,
                 "kind": "Lease",
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
                 "spec": spec,
             }
-            created = await self._api.request("POST", self._path, body=body)
+            created = await self._api.request("POST", self._collection, body=body)
             return self._accept(created.json() if created.ok else None, started=started)
         if not current.ok:
             log.warning("cannot read the lease: %s", current.message)
@@ -211,7 +213,7 @@ class LeaderElector:
             )
         else:
             new_spec = self._spec(now=now, acquire_time=now, transitions=transitions + 1)
-        updated = await self._api.request("PUT", path, body={**lease, "spec": new_spec})
+        updated = await self._api.request("PUT", self._lease_path, body={**lease, "spec": new_spec})
         return self._accept(updated.json() if updated.ok else None, started=started)
 
     def _note_waiting(self, holder: str, *, expires_in: float) -> None:

@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
 from app.core.labels import CONFIG_KIND, GROUP
-from webhook.cache import ClusterCache
+from webhook.cache import AdmissionCache
 from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config
 from webhook.handlers.decision import Decision
@@ -54,7 +54,7 @@ class _Route:
 
 def create_app(
     *,
-    cluster: ClusterCache,
+    cluster: AdmissionCache,
     health: Health,
     metrics: WebhookMetrics,
     max_body_bytes: int = MAX_BODY_BYTES,

@@ -22,7 +22,7 @@ from app.io.metrics_server import Listener, ListenError, metrics_listener, parse
 from certs.source import certificate_source
 from certs.tls import CertificateError
 from webhook.app import create_app
-from webhook.cache import ClusterCache
+from webhook.cache import AdmissionCache
 from webhook.health import Health, ProbeApp
 from webhook.metrics import WebhookMetrics
 from webhook.transport import DeadlineProtocol, HandshakeDeadlineLoop
@@ -107,7 +107,7 @@ async def _serve(args: argparse.Namespace) -> int:
     kube = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig))
     try:
         registry = CollectorRegistry()
-        cluster = ClusterCache(api=kube)
+        cluster = AdmissionCache(api=kube)
         health = Health(certificates=certificates, cluster=cluster)
         host, port = parse_bind_address(args.bind_address)
         probe_host, probe_port = parse_bind_address(args.health_probe_bind_address)

@@ -1,4 +1,4 @@
-"""The one HTTP transport to the API server: raw JSON requests, streams and watches.
+"""The one HTTP transport to the API server: raw JSON requests and watch streams.
 
 Credentials, TLS and token refresh come from the official client's configuration
 (`kubernetes.aio`); the requests themselves go straight to aiohttp. The generated client's
@@ -228,24 +228,6 @@ class KubeHttp:
                 yield _lines(response)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ApiUnavailable(f"watch {path}: {exc or type(exc).__name__}") from exc
-
-    async def watch(
-        self, path: str, *, params: Mapping[str, str], timeout_seconds: int = WATCH_SECONDS
-    ) -> AsyncIterator[dict[str, Any]]:
-        """Decoded watch events until the server ends the watch; an ERROR event raises."""
-        async with self.stream(
-            path, query=list(params.items()), timeout_seconds=timeout_seconds
-        ) as lines:
-            async for line in lines:
-                event = orjson.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    raise ApiError(
-                        status=int(status.get("code") or 500),
-                        reason=str(status.get("reason") or "Error"),
-                        message=str(status.get("message") or ""),
-                    )
-                yield event
 
     async def _json(
         self,

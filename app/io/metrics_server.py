@@ -25,13 +25,12 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.core.apipaths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from certs.source import CertificateSource, certificate_source
 
 logger = logging.getLogger(__name__)
 
 METRICS_PATH: Final = "/metrics"
-_AUTHN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
-_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 _REVIEW_SECONDS: Final = 5.0
 
 
@@ -85,9 +84,9 @@ class KubeAccessReviewer:
 
     async def _review(self, token: str) -> Access:
         token_review = await self._api.post(
-            _AUTHN_REVIEWS,
+            TOKEN_REVIEWS.path(),
             {
-                "apiVersion": "authentication.k8s.io/v1",
+                "apiVersion": TOKEN_REVIEWS.api_version,
                 "kind": "TokenReview",
                 "spec": {"token": token},
             },
@@ -108,9 +107,9 @@ class KubeAccessReviewer:
         }
         spec["nonResourceAttributes"] = {"path": METRICS_PATH, "verb": "get"}
         access_review = await self._api.post(
-            _ACCESS_REVIEWS,
+            SUBJECT_ACCESS_REVIEWS.path(),
             {
-                "apiVersion": "authorization.k8s.io/v1",
+                "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version,
                 "kind": "SubjectAccessReview",
                 "spec": spec,
             },

@@ -10,7 +10,8 @@ from typing import Any, Final
 
 from app.core.config import Settings
 from app.core.eligibility import namespace_enrolled
-from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable
+from app.core.views import LIMITS_CPU
+from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
 from webhook.shapes import STRING_MAP, Shape, fields
@@ -19,7 +20,7 @@ from webhook.shapes import STRING_MAP, Shape, fields
 NAMESPACE_SHAPE: Final[Shape] = fields(metadata=fields(labels=STRING_MAP))
 
 
-async def review_namespace(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
+async def review_namespace(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
     namespace = request.object
     if request.operation != "UPDATE" or namespace is None:
         return allow()

@@ -18,7 +18,7 @@ from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.pods import pod_info_from_dict
 from app.core.policy import seed_limits, seed_pod_limit
 from app.core.quantity import QuantityError
-from webhook.cache import ClusterCache, Unavailable
+from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
@@ -84,7 +84,7 @@ POD_SHAPE: Final[Shape] = fields(
 )
 
 
-async def review_pod(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
+async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
     pod = request.object
     if request.operation != "CREATE" or pod is None:
         return allow()

@@ -8,7 +8,8 @@ allowed; quotas in namespaces Headroom does not manage are none of its business.
 from typing import Final
 
 from app.core.eligibility import namespace_enrolled
-from webhook.cache import LIMITS_CPU, ClusterCache, Unavailable, has_limits_cpu
+from app.core.views import LIMITS_CPU, has_limits_cpu
+from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
 from webhook.shapes import ANYTHING, Shape, fields, map_of
@@ -17,7 +18,7 @@ from webhook.shapes import ANYTHING, Shape, fields, map_of
 QUOTA_SHAPE: Final[Shape] = fields(spec=fields(hard=map_of(ANYTHING)))
 
 
-async def review_quota(request: AdmissionRequest, *, cluster: ClusterCache) -> Decision:
+async def review_quota(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
     quota = request.object
     if request.operation not in ("CREATE", "UPDATE") or quota is None:
         return allow()

@@ -3,12 +3,16 @@
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
+
 from app.core.config import Settings
-from app.io.http import ApiError
+from app.core.views import object_key
+from app.io.http import ApiError, ApiResponse
 from tests.unit.app.builders import headroom_config, namespace, pod
-from webhook.cache import ClusterCache, Resource
+from webhook.cache import AdmissionCache, Resource
 
 Obj = dict[str, Any]
 
@@ -103,12 +107,12 @@ def cluster_cache(
     config: Obj | None = None,
     api: "FakeKube | None" = None,
     unsynced: Sequence[Resource] = (),
-) -> ClusterCache:
+) -> AdmissionCache:
     """A cache holding exactly these objects (the managed ``team-a`` by default).
 
     Every resource counts as listed except those in ``unsynced``.
     """
-    cache = ClusterCache(api=api or FakeKube())
+    cache = AdmissionCache(api=api or FakeKube())
     contents: dict[Resource, Sequence[Obj]] = {
         Resource.NAMESPACES: namespaces or [namespace("team-a")],
         Resource.RESOURCE_QUOTAS: quotas,
@@ -118,11 +122,30 @@ def cluster_cache(
     }
     for resource, objects in contents.items():
         if resource not in unsynced:
-            cache.replace(resource, objects)
+            listed(cache, resource, objects)
     return cache
 
 
-class BrokenCache(ClusterCache):
+def listed(cache: AdmissionCache, resource: Resource, objects: Sequence[Obj]) -> None:
+    """Seed one resource as its reflector's initial list would, and count it as synced."""
+    for obj in objects:
+        seen(cache, resource, obj)
+    cache.reflectors[resource].synced.set()
+
+
+def seen(cache: AdmissionCache, resource: Resource, obj: Obj, *, deleted: bool = False) -> None:
+    """Apply one watch event for ``obj``: added or changed, or ``deleted``."""
+    apply = {
+        Resource.NAMESPACES: cache.cluster.apply_namespace,
+        Resource.RESOURCE_QUOTAS: cache.cluster.apply_quota,
+        Resource.LIMIT_RANGES: cache.cluster.apply_limit_range,
+        Resource.VPAS: cache.cluster.apply_vpa,
+        Resource.CONFIG: cache.cluster.apply_config,
+    }[resource]
+    apply(object_key(obj), None if deleted else obj)
+
+
+class BrokenCache(AdmissionCache):
     """A cache with a bug: every answer raises something the handlers do not expect.
 
     Nothing in the real cache does this on purpose; it stands for a defect, to prove the
@@ -141,7 +164,8 @@ class FakeKube:
 
     A path mapped to an exception raises it; one mapped to a function is called with the
     query parameters. ``watches`` holds, per path, a queue of streams; each stream is a
-    list of events or an exception to raise.
+    list of events or an exception to raise. Every request is recorded with its query,
+    a watch's with ``watch=true``.
     """
 
     def __init__(
@@ -155,30 +179,44 @@ class FakeKube:
 
     async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Obj:
         self.requests.append((path, dict(params or {})))
+        return self._answer(path, params or {})
+
+    async def request(
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
+    ) -> ApiResponse:
+        assert method == "GET"
+        params = dict(query)
+        self.requests.append((path, params))
+        try:
+            return ApiResponse(code=200, body=orjson.dumps(self._answer(path, params)))
+        except ApiError as err:
+            return ApiResponse(code=err.status, body=orjson.dumps({"message": err.message}))
+
+    @asynccontextmanager
+    async def stream(
+        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        self.requests.append((path, {**dict(query), "watch": "true"}))
+        streams = self.watches.get(path)
+        if not streams:
+            # Nothing scripted: behave like a quiet watch the test cancels.
+            await asyncio.Event().wait()
+        stream = streams.pop(0) if streams else []
+        if isinstance(stream, Exception):
+            raise stream
+        yield _lines(stream)
+
+    def _answer(self, path: str, params: Mapping[str, str]) -> Obj:
         found = self.objects.get(path)
         if found is None:
             raise ApiError(status=404, reason="NotFound", message=f"{path} not found")
         if isinstance(found, Exception):
             raise found
         if callable(found):
-            return found(params or {})
+            return found(params)
         return found
 
-    async def watch(
-        self, path: str, *, params: Mapping[str, str], timeout_seconds: int = 300
-    ) -> AsyncIterator[Obj]:
-        self.requests.append((path, {**params, "watch": "true"}))
-        streams = self.watches.get(path)
-        if not streams:
-            # Nothing scripted: behave like a quiet watch the test cancels.
-            await _forever()
-            return
-        stream = streams.pop(0)
-        if isinstance(stream, Exception):
-            raise stream
-        for event in stream:
-            yield event
 
-
-async def _forever() -> None:
-    await asyncio.Event().wait()
+async def _lines(events: Sequence[Obj]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield orjson.dumps(event) + b"\n"

@@ -13,7 +13,7 @@ from starlette.types import ASGIApp
 
 from certs.source import SelfSignedCertificateSource
 from webhook.app import create_app
-from webhook.cache import ClusterCache
+from webhook.cache import AdmissionCache
 from webhook.health import Health
 from webhook.metrics import WebhookMetrics
 
@@ -50,7 +50,7 @@ class Client:
         return self.request("GET", path)
 
 
-def webhook_client(cluster: ClusterCache, *, registry: CollectorRegistry | None = None) -> Client:
+def webhook_client(cluster: AdmissionCache, *, registry: CollectorRegistry | None = None) -> Client:
     app = create_app(
         cluster=cluster,
         health=Health(certificates=CERTS, cluster=cluster),

@@ -8,8 +8,8 @@ from app.core.config import DEFAULT_SETTINGS
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS
 from app.io.http import ApiError
 from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
-from tests.unit.webhook.builders import FakeKube, cluster_cache
-from webhook.cache import ClusterCache, Resource, Unavailable
+from tests.unit.webhook.builders import FakeKube, cluster_cache, listed, seen
+from webhook.cache import AdmissionCache, Resource, Unavailable
 
 CONFIG_PATH = "/apis/kube-headroom.dev/v1alpha1/headroomconfigs"
 
@@ -20,11 +20,11 @@ def _answer(coroutine: Any) -> Any:
 
 def test_namespace_events_update_labels() -> None:
     cache = cluster_cache(namespaces=[namespace("a", labels={"x": "1"})])
-    cache.apply(Resource.NAMESPACES, "MODIFIED", namespace("a", labels={"x": "2"}))
-    cache.apply(Resource.NAMESPACES, "ADDED", namespace("b", labels={}))
+    seen(cache, Resource.NAMESPACES, namespace("a", labels={"x": "2"}))
+    seen(cache, Resource.NAMESPACES, namespace("b", labels={}))
     assert _answer(cache.namespace_labels("a"))["x"] == "2"
     assert "x" not in _answer(cache.namespace_labels("b"))
-    cache.apply(Resource.NAMESPACES, "DELETED", namespace("b"))
+    seen(cache, Resource.NAMESPACES, namespace("b"), deleted=True)
     with pytest.raises(Unavailable, match="namespace b not found"):
         _answer(cache.namespace_labels("b"))
 
@@ -39,9 +39,9 @@ def test_only_quotas_holding_limits_cpu_are_kept() -> None:
         ]
     )
     assert _answer(cache.limit_quota_names("team-a")) == ["a", "z"]
-    cache.apply(Resource.RESOURCE_QUOTAS, "MODIFIED", resource_quota("z", hard={"pods": "3"}))
-    cache.apply(Resource.RESOURCE_QUOTAS, "DELETED", resource_quota("a"))
-    cache.apply(Resource.RESOURCE_QUOTAS, "ADDED", resource_quota("r", hard={"limits.cpu": "2"}))
+    seen(cache, Resource.RESOURCE_QUOTAS, resource_quota("z", hard={"pods": "3"}))
+    seen(cache, Resource.RESOURCE_QUOTAS, resource_quota("a"), deleted=True)
+    seen(cache, Resource.RESOURCE_QUOTAS, resource_quota("r", hard={"limits.cpu": "2"}))
     assert _answer(cache.limit_quota_names("team-a")) == ["r"]
     assert _answer(cache.limit_quota_names("nowhere")) == []
 
@@ -49,11 +49,11 @@ def test_only_quotas_holding_limits_cpu_are_kept() -> None:
 def test_limit_range_caps_follow_events() -> None:
     cache = cluster_cache(limit_ranges=[limit_range("a", container_max_cpu="2")])
     assert _answer(cache.limit_range_caps("team-a")).container_max_m == 2000
-    cache.apply(Resource.LIMIT_RANGES, "ADDED", limit_range("b", container_max_cpu="1500m"))
+    seen(cache, Resource.LIMIT_RANGES, limit_range("b", container_max_cpu="1500m"))
     assert _answer(cache.limit_range_caps("team-a")).container_max_m == 1500
-    cache.apply(Resource.LIMIT_RANGES, "DELETED", limit_range("b"))
+    seen(cache, Resource.LIMIT_RANGES, limit_range("b"), deleted=True)
     assert _answer(cache.limit_range_caps("team-a")).container_max_m == 2000
-    cache.apply(Resource.LIMIT_RANGES, "DELETED", limit_range("a"))
+    seen(cache, Resource.LIMIT_RANGES, limit_range("a"), deleted=True)
     assert _answer(cache.limit_range_caps("team-a")) == NO_LIMIT_RANGE_CAPS
     assert _answer(cache.limit_range_caps("team-b")) == NO_LIMIT_RANGE_CAPS
 
@@ -62,7 +62,7 @@ def test_vpa_events_keep_only_what_the_gate_reads() -> None:
     cache = cluster_cache(vpas=[vpa("a"), vpa("b", namespace="team-b")])
     first = vpa("a", update_mode="Off")
     first["status"] = {"recommendation": {"containerRecommendations": []}}
-    cache.apply(Resource.VPAS, "MODIFIED", first)
+    seen(cache, Resource.VPAS, first)
     assert _answer(cache.vpas("team-a")) == [
         {
             "metadata": {"namespace": "team-a", "name": "a"},
@@ -72,7 +72,7 @@ def test_vpa_events_keep_only_what_the_gate_reads() -> None:
             },
         }
     ]
-    cache.apply(Resource.VPAS, "DELETED", vpa("a"))
+    seen(cache, Resource.VPAS, vpa("a"), deleted=True)
     assert _answer(cache.vpas("team-a")) == []
     assert len(_answer(cache.vpas("team-b"))) == 1
 
@@ -85,7 +85,7 @@ def test_without_the_vpa_api_there_are_no_vpas_and_the_cache_is_ready() -> None:
         CONFIG_PATH: _empty_list(),
     }
     api = FakeKube(lists)
-    cache = ClusterCache(api=api)
+    cache = AdmissionCache(api=api)
 
     async def scenario() -> bool:
         await cache.start()
@@ -106,9 +106,9 @@ def test_without_the_vpa_api_there_are_no_vpas_and_the_cache_is_ready() -> None:
 def test_config_events_and_defaults() -> None:
     cache = cluster_cache(config=headroom_config(spec={"quantum": "50m"}))
     assert _answer(cache.settings()).quantum_m == 50
-    cache.apply(Resource.CONFIG, "DELETED", headroom_config())
+    seen(cache, Resource.CONFIG, headroom_config(), deleted=True)
     assert _answer(cache.settings()) == DEFAULT_SETTINGS
-    cache.apply(Resource.CONFIG, "ADDED", headroom_config(spec={"maxMultiplier": "1000"}))
+    seen(cache, Resource.CONFIG, headroom_config(spec={"maxMultiplier": "1000"}))
     with pytest.raises(
         Unavailable, match=r"HeadroomConfig cluster is invalid: spec\.maxMultiplier"
     ):
@@ -116,8 +116,8 @@ def test_config_events_and_defaults() -> None:
 
 
 def test_an_empty_config_list_means_defaults() -> None:
-    cache = ClusterCache(api=FakeKube())
-    cache.replace(Resource.CONFIG, [])
+    cache = AdmissionCache(api=FakeKube())
+    listed(cache, Resource.CONFIG, [])
     assert _answer(cache.settings()) == DEFAULT_SETTINGS
 
 
@@ -191,7 +191,7 @@ def test_a_slow_direct_read_is_cut_short() -> None:
         async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Any:
             await asyncio.sleep(5)
 
-    cache = ClusterCache(api=Slow(), fallback_seconds=0.05)
+    cache = AdmissionCache(api=Slow(), fallback_seconds=0.05)
     with pytest.raises(Unavailable, match=r"no answer in 0.05s"):
         _answer(cache.namespace_labels("team-a"))
 
@@ -224,7 +224,7 @@ def test_watchers_list_in_pages_follow_events_and_relist_when_expired() -> None:
             ]
         },
     )
-    cache = ClusterCache(api=api)
+    cache = AdmissionCache(api=api)
 
     async def scenario() -> list[tuple[str, Mapping[str, str]]]:
         await cache.start()
@@ -269,7 +269,7 @@ def test_config_watch_is_limited_to_the_singleton() -> None:
             CONFIG_PATH: _empty_list(),
         }
     )
-    cache = ClusterCache(api=api)
+    cache = AdmissionCache(api=api)
 
     async def scenario() -> None:
         await cache.start()

@@ -1,9 +1,11 @@
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
+import pytest
 
 from app.io.http import ApiError, ApiResponse
 from app.io.reflector import Reflector
@@ -212,3 +214,20 @@ def test_a_handler_bug_relists_instead_of_stopping_the_watch() -> None:
     asyncio.run(scenario())
     assert recorder.calls.count(("relist", "")) == 2
     assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "4"]
+
+
+def test_a_watch_error_event_other_than_expired_is_an_api_error_retried_in_place(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failure = {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd down"}
+    script = Script(
+        lists=[page([item("a", "1")], version="2")],
+        watches=[[event("ERROR", failure)], [event("ADDED", item("b", "3"))]],
+    )
+    with caplog.at_level(logging.WARNING, logger="app.io.reflector"):
+        recorder, _ = run(script)
+    assert recorder.calls == [("relist", ""), ("listed", "a"), ("relisted", ""), ("ADDED", "b")]
+    assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "2", "3"]
+    assert [record.getMessage().split(": ", 1)[1] for record in caplog.records] == [
+        "500 InternalError: etcd down"
+    ]
