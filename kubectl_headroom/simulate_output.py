@@ -141,6 +141,10 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
             "onDryRunNodes": summary.on_dry_run_nodes,
         },
         "notManaged": {str(reason): count for reason, count in view.not_managed.items()},
+        "notManagedPods": [
+            {"namespace": u.pod.namespace, "pod": u.pod.name, "reason": str(u.reason)}
+            for u in view.unmanaged
+        ],
         "unreadablePods": list(simulation.unreadable),
     }
 

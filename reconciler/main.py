@@ -21,12 +21,12 @@ from app.io.http import KubeHttp
 from app.io.kubeconfig import KubeConfigError, async_api_client
 from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from app.io.probes import ProbeApp
 from app.io.reflector import Reflector, cache_reflectors
 from reconciler.controller import Controller
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.memory import malloc_trim, release_after_waves
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.probes import ProbeApp
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 
@@ -147,9 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _not_synced(watches: Sequence[Reflector]) -> str | None:
+def _not_synced(watches: Sequence[Reflector]) -> list[str]:
     missing = [r.path for r in watches if not r.synced.is_set()]
-    return f"caches not synced: {', '.join(missing)}" if missing else None
+    return [f"not ready until the caches sync: {', '.join(missing)}"] if missing else []
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -212,7 +212,7 @@ async def run(args: argparse.Namespace) -> int:
         )
     if args.health_probe_bind_address != DISABLED:
         host, port = parse_bind_address(args.health_probe_bind_address)
-        probes = ProbeApp(ready=lambda: _not_synced(watches))
+        probes = ProbeApp(not_ready=lambda: _not_synced(watches))
         servers.append(
             Listener(name="health probe", app=probes, host=host, port=port, certificates=None)
         )

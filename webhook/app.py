@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
 
 from app.core.labels import CONFIG_KIND, GROUP
+from app.io.probes import LIVENESS, READINESS, probe_answer
 from webhook.cache import AdmissionCache
 from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config
@@ -104,16 +105,12 @@ def create_app(
             methods=["POST"],
         )
 
-    async def healthz() -> Response:
-        return Response("ok\n", media_type="text/plain")
+    async def probe(request: Request) -> Response:
+        status, text = probe_answer(request.url.path, health.not_ready)
+        return Response(f"{text}\n", status_code=status, media_type="text/plain")
 
-    async def readyz() -> Response:
-        reasons = health.not_ready()
-        text = "; ".join(reasons) or "ok"
-        return Response(f"{text}\n", status_code=503 if reasons else 200, media_type="text/plain")
-
-    app.add_api_route("/healthz", healthz, methods=["GET"], response_class=Response)
-    app.add_api_route("/readyz", readyz, methods=["GET"], response_class=Response)
+    for path in (LIVENESS, READINESS):
+        app.add_route(path, probe, methods=["GET"])
     return app
 
 

@@ -2,9 +2,6 @@
 
 from typing import Protocol
 
-from starlette.types import Receive, Scope, Send
-
-from app.io.metrics_server import send_text
 from certs.source import CertificateSource
 
 
@@ -24,21 +21,3 @@ class Health:
             reasons.append("serving certificate is not healthy")
         reasons += [f"{resource} not synced" for resource in self._cluster.unsynced()]
         return reasons
-
-
-class ProbeApp:
-    """Plain-HTTP ``/healthz`` and ``/readyz`` for the kubelet (``--health-probe-bind-address``)."""
-
-    def __init__(self, health: Health) -> None:
-        self._health = health
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        if scope["path"] == "/healthz":
-            await send_text(send, 200, "ok")
-        elif scope["path"] == "/readyz":
-            reasons = self._health.not_ready()
-            await send_text(send, 503 if reasons else 200, "; ".join(reasons) or "ok")
-        else:
-            await send_text(send, 404, "not found; probes are /healthz and /readyz")

@@ -19,11 +19,12 @@ from app.io.http import KubeHttp
 from app.io.kubeconfig import KubeConfigError, async_api_client
 from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
+from app.io.probes import ProbeApp
 from certs.source import certificate_source
 from certs.tls import CertificateError
 from webhook.app import create_app
 from webhook.cache import AdmissionCache
-from webhook.health import Health, ProbeApp
+from webhook.health import Health
 from webhook.metrics import WebhookMetrics
 from webhook.transport import DeadlineProtocol, HandshakeDeadlineLoop
 
@@ -130,7 +131,7 @@ async def _serve(args: argparse.Namespace) -> int:
             ),
             Listener(
                 name="probe",
-                app=ProbeApp(health),
+                app=ProbeApp(not_ready=health.not_ready),
                 host=probe_host,
                 port=probe_port,
                 certificates=None,

@@ -68,26 +68,43 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
     labels = rand.choice([{}, {"pool": "batch"}, {"pool": "tight"}])
     node = make_node(cpu=rand.choice(["4", "8", "16", "32"]), labels=labels)
     shape = Shape(namespace=f"diff-{tag}-{index:02d}", node=node)
+    # LimitRanger admits pods only inside a LimitRange: under a ratio every container needs
+    # a CPU request and a limit; under a max, limits stay below it, and containers without
+    # a CPU request (pod-level pods') would be given one.
+    ratio = False
+    maximum: int | None = None
     if rand.random() < 0.3:
+        ratio = rand.random() < 0.4
+        maximum = None if ratio else rand.choice([2500, 6000])
+        limit = (
+            {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}}
+            if ratio
+            else {"type": "Container", "max": {"cpu": _millis(maximum or 0)}}
+        )
         shape.limit_range = {
             "apiVersion": "v1",
             "kind": "LimitRange",
             "metadata": {"name": "caps", "namespace": shape.namespace},
-            "spec": {
-                "limits": [
-                    {"type": "Container", "max": {"cpu": rand.choice(["1", "2500m", "6"])}}
-                    if rand.random() < 0.6
-                    else {"type": "Container", "maxLimitRequestRatio": {"cpu": "4"}}
-                ]
-            },
+            "spec": {"limits": [limit]},
         }
+
+    def limit_for(request: int) -> str | None:
+        if ratio:
+            return _millis(request * rand.choice([1, 2, 3]) + 10)
+        if rand.random() < 0.35:
+            limit = request * rand.choice([1, 2, 3, 6, 12]) + 10
+            return _millis(limit if maximum is None else min(limit, maximum))
+        return None
+
     for number in range(rand.randint(2, 5)):
         name = f"p{number}"
         request = rand.choice([50, 100, 250, 500, 1000, 1500])
         annotations = {}
         if rand.random() < 0.2:
             annotations["kube-headroom.dev/max-cpu"] = rand.choice(["700m", "2", "5"])
-        if rand.random() < 0.15:
+        # One pod of some shapes: its kubelet reports its resize Infeasible.
+        infeasible = number == 0 and index % 6 == 1
+        if shape.limit_range is None and not infeasible and rand.random() < 0.15:
             # Pod-level resources: the pod's own limit is Headroom's to set.
             obj = pod(
                 name,
@@ -98,15 +115,17 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
                 resources={"requests": {"cpu": _millis(request), "memory": "64Mi"}},
             )
         else:
-            limit = None
-            if rand.random() < 0.35:
-                limit = _millis(request * rand.choice([1, 2, 3, 6, 12]) + 10)
-            containers = [container(cpu=_millis(request), cpu_limit=limit)]
+            containers = [container(cpu=_millis(request), cpu_limit=limit_for(request))]
             if rand.random() < 0.25:
-                containers.append(container("helper", cpu=_millis(max(10, request // 2))))
+                helper = max(10, request // 2)
+                containers.append(
+                    container("helper", cpu=_millis(helper), cpu_limit=limit_for(helper))
+                )
             sidecars = []
             if rand.random() < 0.2:
-                sidecars.append(container("proxy", cpu="100m", sidecar=True))
+                sidecars.append(
+                    container("proxy", cpu="100m", cpu_limit=limit_for(100), sidecar=True)
+                )
             obj = pod(
                 name,
                 namespace=shape.namespace,
@@ -114,10 +133,10 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
                 containers=containers,
                 sidecars=sidecars,
                 annotations=annotations,
-                labels=UNMANAGED if rand.random() < 0.15 else None,
-                custom_status=number == 0 and index % 6 == 1,
+                labels=UNMANAGED if rand.random() < 0.15 and not infeasible else None,
+                custom_status=infeasible,
             )
-            if number == 0 and index % 6 == 1:
+            if infeasible:
                 shape.infeasible.append(name)
         shape.pods.append(obj)
     if index % 6 == 4:
@@ -126,7 +145,9 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
                 "unreadable",
                 namespace=shape.namespace,
                 node=node,
-                containers=[container(cpu="200m", memory=UNREADABLE_MEMORY)],
+                containers=[
+                    container(cpu="200m", cpu_limit=limit_for(200), memory=UNREADABLE_MEMORY)
+                ],
             )
         )
     return shape
@@ -219,28 +240,29 @@ def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
     )
     namespaces = [s.namespace for s in shapes]
     simulated = _run(control_plane, "simulate", "--set", "dryRun=false", *_each("-n", namespaces))
-    predicted = {f"{p['namespace']}/{p['name']}": p for p in simulated["pods"]}
-    unmanaged = {f"{p['namespace']}/{p['name']}": p["reason"] for p in simulated["notManagedPods"]}
+    predicted = {f"{p['namespace']}/{p['pod']}": p for p in simulated["pods"]}
+    unmanaged = {f"{p['namespace']}/{p['pod']}": p["reason"] for p in simulated["notManagedPods"]}
     explained: dict[str, dict[str, Any]] = {}
     for shape in shapes:
-        for obj in shape.pods:
-            name = obj["metadata"]["name"]
-            if name == "unreadable":
-                continue
-            explained[f"{shape.namespace}/{name}"] = _run(
-                control_plane, "explain", name, "-n", shape.namespace
-            )
-    # The unreadable pods: simulate names them; explain skips them for their neighbours.
-    unreadable = {f"{s.namespace}/unreadable" for s in shapes if any(
-        p["metadata"]["name"] == "unreadable" for p in s.pods
-    )}
-    assert unreadable
+        # Every pod of the namespace (a selector that matches pods with or without the label).
+        listed = _run(
+            control_plane, "explain", "-n", shape.namespace, "-l", "kube-headroom.dev/mode!=none"
+        )
+        explained.update((item["pod"], item) for item in listed["items"])
+    # The unreadable pods: simulate names them, explain says why, and skips them for their
+    # neighbours.
+    unreadable = {k for k, item in explained.items() if item["unreadable"] is not None}
+    assert unreadable == {
+        f"{s.namespace}/unreadable"
+        for s in shapes
+        if any(p["metadata"]["name"] == "unreadable" for p in s.pods)
+    }
     assert set(simulated["unreadablePods"]) >= unreadable
     for key in unreadable:
         namespace = key.split("/")[0]
-        neighbour = next(k for k in explained if k.startswith(f"{namespace}/"))
+        neighbour = next(k for k in explained if k.startswith(f"{namespace}/") and k != key)
         assert key in {s["pod"] for s in explained[neighbour]["skipped"]}
-
+        del explained[key]
     before = {key: _pod(control_plane, key) for key in explained}
     configure(dryRun=False, nodePools=POOLS)
     start_reconciler()
@@ -249,8 +271,9 @@ def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
         if key in predicted:
             outcome = predicted[key]
             assert explanation["managed"], key
-            assert explanation["target"] == outcome["target"], key
-            expected[key] = parse_cpu_millis(outcome["after"])
+            assert explanation["target"] == outcome["simulatedLimit"], key
+            after = outcome["limitAfter"]
+            expected[key] = 0 if after is None else parse_cpu_millis(after)
         else:
             # Not managed: both say why, and the limit stays where it is.
             assert not explanation["managed"], key

@@ -2,11 +2,12 @@ import datetime
 
 import pytest
 
+from app.io.probes import ProbeApp
 from certs.source import SelfSignedCertificateSource
 from tests.unit.webhook.builders import cluster_cache
 from tests.unit.webhook.client import Client
 from webhook.cache import Resource
-from webhook.health import Health, ProbeApp
+from webhook.health import Health
 
 
 def _certs(*, expired: bool = False) -> SelfSignedCertificateSource:
@@ -36,12 +37,16 @@ def _certs(*, expired: bool = False) -> SelfSignedCertificateSource:
 )
 def test_readiness(expired: bool, unsynced: list[Resource], status: int, text: str) -> None:
     cluster = cluster_cache(unsynced=unsynced)
-    probes = Client(ProbeApp(Health(certificates=_certs(expired=expired), cluster=cluster)))
+    probes = Client(
+        ProbeApp(not_ready=Health(certificates=_certs(expired=expired), cluster=cluster).not_ready)
+    )
     reply = probes.get("/readyz")
     assert (reply.status_code, reply.text) == (status, text)
     assert probes.get("/healthz").status_code == 200
 
 
 def test_unknown_probe_path() -> None:
-    probes = Client(ProbeApp(Health(certificates=_certs(), cluster=cluster_cache())))
+    probes = Client(
+        ProbeApp(not_ready=Health(certificates=_certs(), cluster=cluster_cache()).not_ready)
+    )
     assert probes.get("/livez").status_code == 404

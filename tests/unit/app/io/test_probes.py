@@ -3,7 +3,7 @@ import asyncio
 import httpx
 import pytest
 
-from reconciler.probes import ProbeApp
+from app.io.probes import ProbeApp
 
 
 @pytest.mark.parametrize(
@@ -16,7 +16,7 @@ from reconciler.probes import ProbeApp
     ],
 )
 def test_probes(path: str, missing: str | None, status: int, text: str) -> None:
-    app = ProbeApp(ready=lambda: missing)
+    app = ProbeApp(not_ready=lambda: [] if missing is None else [f"not ready: {missing}"])
 
     async def get() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
