@@ -143,6 +143,7 @@ class BackgroundOracle:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._api is not None:
             await self._api.close()
-        # A closed transport releases its socket on a later turn of the loop: give it those
-        # turns before the loop stops, or the sockets are left to the garbage collector.
-        await asyncio.sleep(0.1)
+        # A closed TLS transport releases its socket on later turns of the loop (its shutdown
+        # handshake): give it those turns, generously on a loaded machine, before the loop
+        # stops, or the sockets are left to the garbage collector.
+        await asyncio.sleep(0.5)

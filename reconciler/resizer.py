@@ -2,12 +2,14 @@
 
 A reconcile plans; this lane sends. A pod never has two resizes in flight, and a newer
 plan for the same pod replaces one still waiting, so a pod whose node changes twice while
-its resize waits for the rate limiters is resized once, to the latest target. Each pod
-waits in a `DelayQueue` for its slot of its node's pace (`perNodePatchesPerSecond`): a
-pod's first plan reserves the slot, a plan replacing it keeps it. Then it spends a token
-of the resize budget (`clientQPS`/`clientBurst`), and the write gate checks it right before
-it goes out, so nothing planned before a stop button was pressed goes out after the stop
-has been observed.
+its resize waits for the rate limiters is resized once, to the latest target. A resize
+whose node already has another reconcile due (bindings still arriving) is held back until
+that reconcile replaces it, for at most the debounce's cap, so a wave resizes each pod
+once. Each pod waits in a `DelayQueue` for its slot of its node's pace
+(`perNodePatchesPerSecond`): a pod's first plan reserves the slot, a plan replacing it
+keeps it. Then it spends a token of the resize budget (`clientQPS`/`clientBurst`), and the
+write gate checks it right before it goes out, so nothing planned before a stop button was
+pressed goes out after the stop has been observed.
 
 The answer is classified (`reconciler.outcomes`) and acted on: an applied resize is
 explained on the explanation lane; a refusal backs the pod off or has its node looked at
@@ -34,7 +36,7 @@ from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Answer, Result, classify, result_of
 from reconciler.podmemory import Cause, PodMemory
 from reconciler.ratelimit import NodeBuckets
-from reconciler.workqueue import DelayQueue
+from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, DelayQueue
 from reconciler.writer import RESIZE_FORBIDDEN, Writer, pod_context
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ CONFLICT_RETRY_SECONDS: Final = 1.0
 TRANSIENT_RETRY_SECONDS: Final = 0.5
 TRANSIENT_RETRY_CAP_SECONDS: Final = 5.0
 _SUPERSEDED: Final = "superseded"
+# A held resize is looked at again this long after its node's reconcile is due.
+_AFTER_RECONCILE_SECONDS: Final = 0.05
 
 
 class Requeue(Protocol):
@@ -56,6 +60,8 @@ class Requeue(Protocol):
     def retry(self, key: str, *, initial: float, cap: float) -> None: ...
 
     def forget(self, key: str) -> None: ...
+
+    def debouncing(self, key: str) -> float | None: ...
 
 
 def retry_transient(queue: Requeue, node: str) -> None:
@@ -72,6 +78,10 @@ class Round:
         self._metrics = metrics
         self._started = started
         self._pending = 1
+
+    @property
+    def started(self) -> float:
+        return self._started
 
     def add(self) -> None:
         self._pending += 1
@@ -172,8 +182,27 @@ class Resizer:
     async def run(self, *, workers: int) -> None:
         await asyncio.gather(*(self._worker() for _ in range(workers)))
 
+    def _hold(self, key: str) -> float | None:
+        """How long to hold a resize back: while changes to its node are still settling into
+        another reconcile, whose newer plan would replace it (sending both would resize the
+        pod twice in one wave), but no longer than the debounce's own cap since the plan was
+        made."""
+        plan = self._plans.get(key)
+        if plan is None:
+            return None
+        due = self._nodes.debouncing(plan.pod.node_name)
+        cap = MAX_DEBOUNCE_PERIODS * plan.settings.debounce_seconds
+        if due is None or self._clock() - plan.round.started + due > cap:
+            return None
+        return due + _AFTER_RECONCILE_SECONDS
+
     async def _worker(self) -> None:
         while (key := await self._due.get()) is not None:
+            hold = self._hold(key)
+            if hold is not None:
+                self._due.done(key)
+                self._due.add(key, delay=hold)
+                continue
             try:
                 await self._send(key)
             except Exception:  # one pod's bug must not stop the worker or leave it planned

@@ -71,6 +71,7 @@ class DelayQueue:
     def active(self, key: str) -> bool:
         return key in self._active
 
+
     def _schedule(self, key: str, due: float) -> None:
         self._due[key] = due
         heapq.heappush(self._heap, (due, next(self._order), key))
@@ -169,6 +170,14 @@ class NodeQueue(DelayQueue):
         self._failures[key] = failures + 1
         ceiling = min(cap, initial * 2.0**failures)
         self.add(key, delay=ceiling / 2 + self._rand.uniform(0.0, ceiling / 2))
+
+    def debouncing(self, key: str) -> float | None:
+        """Seconds until the node's trailing debounce ends, while changes to it are still
+        settling; None when it has none pending."""
+        if key not in self._settling:
+            return None
+        due = self._due.get(key)
+        return None if due is None else max(0.0, due - self._clock())
 
     def forget(self, key: str) -> None:
         """`key` succeeded, or is gone: its next failure starts the back-off over."""

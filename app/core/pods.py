@@ -240,6 +240,10 @@ class PodWire(msgspec.Struct, gc=False):
     status: _StatusWire | None = None
 
 
+# Distinct specs and owners remembered for sharing; far more than a cluster's workloads.
+_SHARED_RECORDS: Final = 8192
+_SPEC_KEY: Final = msgspec.json.Encoder()
+_FACTS: dict[tuple[bytes, str | None], "ResourceFacts"] = {}
 _NO_METADATA: Final = _MetadataWire()
 _NO_SPEC: Final = PodSpecWire()
 _NO_STATUS: Final = _StatusWire()
@@ -348,6 +352,22 @@ def resource_facts(
     )
 
 
+def shared_facts(spec: PodSpecWire, *, qos_class: str | None) -> ResourceFacts:
+    """``resource_facts``, worked out once per distinct spec and shared by its pods.
+
+    The replicas of a workload have the same containers and resources: their records then
+    point at one set of container records, which is most of a record's size. The spec's
+    resource fields, re-encoded, are the key; raises ``QuantityError`` on a bad quantity.
+    """
+    key = (_SPEC_KEY.encode((spec.containers, spec.initContainers, spec.resources)), qos_class)
+    facts = _FACTS.get(key)
+    if facts is None:
+        if len(_FACTS) >= _SHARED_RECORDS:
+            _FACTS.clear()
+        facts = _FACTS[key] = resource_facts(spec, qos_class=qos_class)
+    return facts
+
+
 def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
     """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
     metadata = wire.metadata or _NO_METADATA
@@ -355,7 +375,7 @@ def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
     status = wire.status or _NO_STATUS
     annotations = metadata.annotations or _NO_ANNOTATIONS
     if facts is None:
-        facts = resource_facts(spec, qos_class=status.qosClass)
+        facts = shared_facts(spec, qos_class=status.qosClass)
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
     pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
     return PodInfo(
@@ -367,7 +387,12 @@ def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
         deleting=metadata.deletionTimestamp is not None,
         mirror=annotations.mirror is not None,
         labels=_own_labels((metadata.labels or _NO_LABELS_WIRE).mode),
-        owners=tuple(_owner(ref) for ref in metadata.ownerReferences or ()),
+        owners=_owners(
+            tuple(
+                _owner(ref.apiVersion, ref.kind, ref.name, bool(ref.controller))
+                for ref in metadata.ownerReferences or ()
+            )
+        ),
         containers=facts.containers,
         cpu_containers=facts.cpu_containers,
         init_cpu_requests_m=facts.init_cpu_requests_m,
@@ -502,14 +527,24 @@ def _own_labels(mode: str | None) -> Mapping[str, str]:
     return _NO_LABELS if mode is None else {MODE_LABEL: sys.intern(mode)}
 
 
-def _owner(ref: _OwnerWire) -> OwnerRef:
-    group, _, _ = (ref.apiVersion or "").rpartition("/")
+# The replicas of one workload share their owner: one record (and one tuple of them) serves
+# them all, as one `ResourceFacts` serves every pod of one spec.
+@functools.lru_cache(maxsize=_SHARED_RECORDS)
+def _owner(
+    api_version: str | None, kind: str | None, name: str | None, controller: bool
+) -> OwnerRef:
+    group, _, _ = (api_version or "").rpartition("/")
     return OwnerRef(
-        kind=sys.intern(ref.kind or ""),
+        kind=sys.intern(kind or ""),
         api_group=sys.intern(group),
-        name=ref.name or "",
-        controller=bool(ref.controller),
+        name=name or "",
+        controller=controller,
     )
+
+
+@functools.lru_cache(maxsize=_SHARED_RECORDS)
+def _owners(refs: tuple[OwnerRef, ...]) -> tuple[OwnerRef, ...]:
+    return refs
 
 
 def _resize_conditions(conditions: Sequence[_ConditionWire]) -> tuple[str | None, str, bool]:

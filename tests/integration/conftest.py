@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
 from devcluster import ControlPlane, crds_dir, locate_binaries
 from devcluster.nodes import simulated_node
@@ -60,9 +59,6 @@ class Cluster:
     @property
     def token(self) -> str:
         return self.plane.token
-
-    def api_client(self) -> client.ApiClient:
-        return config.new_client_from_config(config_file=str(self.kubeconfig))
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         return self.plane.kubectl(*args, input=input, check=check)

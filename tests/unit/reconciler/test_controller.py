@@ -269,9 +269,13 @@ def test_nodes_that_come_and_go_leave_nothing_behind() -> None:
         for name in nodes:
             setup.cache.apply_node(name, builders.node(name))
             setup.cache.apply_pod(f"team-a/{name}-p", builders.pod_wire(f"{name}-p", node=name))
-            setup.controller.reconciler.reconcile(name)
-            setup.queue.retry(name, initial=0.5, cap=5.0)
+        setup.clock.advance(100)
+        while (key := setup.queue.pop_ready()) is not None:
+            setup.controller.reconciler.reconcile(key)
+            setup.queue.done(key)
         await setup.controller.actuator.settle()
+        for name in nodes:
+            setup.queue.retry(name, initial=0.5, cap=5.0)
         for name in nodes:
             setup.cache.apply_pod(f"team-a/{name}-p", None)
             setup.cache.apply_node(name, None)
@@ -303,3 +307,41 @@ def test_nodes_that_come_and_go_leave_nothing_behind() -> None:
     left = sum(stat.count_diff for stat in stats)
     assert left < 1000, [str(stat) for stat in stats[:5]]
     assert setup.controller.reconciler.managed_nodes == 0
+
+
+def test_a_resize_waits_for_bindings_still_landing_on_its_node() -> None:
+    """A wave of bindings over a node resizes its pods once, to their final targets: a
+    resize whose node has changes still settling waits for the reconcile they lead to."""
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
+    setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
+    setup.cache.apply_node("n1", builders.node("n1"))
+    setup.cache.apply_pod("team-a/p", builders.pod_wire("p", node="n1"))
+
+    async def wave() -> None:
+        workers = asyncio.create_task(setup.controller.actuator.run())
+
+        def reconcile_due() -> None:
+            setup.clock.advance(10)
+            while (key := setup.queue.pop_ready()) is not None:
+                setup.controller.reconciler.reconcile(key)
+                setup.queue.done(key)
+
+        reconcile_due()
+        # Before p's resize gets its turn, a neighbour binds: n1 is debouncing again.
+        setup.cache.apply_pod(
+            "team-a/n",
+            builders.pod_wire("n", node="n1", containers=[builders.container(cpu_request="8")]),
+        )
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert setup.api.writes(kind="resize") == []
+        reconcile_due()
+        await setup.controller.actuator.settle()
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
+
+    asyncio.run(wave())
+    resized = {r.path.split("/")[-2] for r in setup.api.writes(kind="resize")}
+    assert resized == {"p", "n"}
+    assert len(setup.api.writes(kind="resize")) == 2

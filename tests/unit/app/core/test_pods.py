@@ -1,5 +1,6 @@
 from typing import Any
 
+import msgspec
 import pytest
 
 from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
@@ -7,11 +8,13 @@ from app.core.pods import (
     ContainerInfo,
     OwnerRef,
     PodLevelResources,
+    PodSpecWire,
     booked_cpu_m,
     max_cpu_cap,
     pod_info_from_dict,
     qos_class,
     resource_facts,
+    shared_facts,
 )
 from app.core.quantity import QuantityError
 from tests.unit.app.builders import (
@@ -497,3 +500,26 @@ def test_resource_facts_worked_out_once_serve_every_replica() -> None:
     assert pod_info_from_dict(
         pod_level, facts=resource_facts(pod_level["spec"], qos_class="Burstable")
     ) == pod_info_from_dict(pod_level)
+
+
+def test_replicas_share_their_container_and_owner_records() -> None:
+    """Pods of one spec and owner point at one set of records: most of a record's size."""
+    owner = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f", "controller": True}
+    ]
+    first, second = (
+        pod_info_from_dict(pod(name, containers=[container(cpu_request="250m")], owners=owner))
+        for name in ("web-7d9f-a", "web-7d9f-b")
+    )
+    other = pod_info_from_dict(pod("batch", containers=[container(cpu_request="2")], owners=owner))
+    assert first.containers is second.containers
+    assert first.owners is second.owners
+    assert other.containers is not first.containers
+    assert other.containers[0].cpu_request_m == 2000
+    assert other.owners is first.owners
+
+
+def test_shared_facts_are_those_of_the_spec() -> None:
+    spec = pod(containers=[container(cpu_request="500m", cpu_limit="1")])["spec"]
+    wire_spec = msgspec.convert(spec, PodSpecWire)
+    assert shared_facts(wire_spec, qos_class=None) == resource_facts(spec, qos_class=None)
