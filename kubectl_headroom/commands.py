@@ -95,8 +95,7 @@ async def _status(
 ) -> int:
     events = (await http.get(apipaths.EVENTS.path(), params={"limit": "500"})).get("items") or []
     lease = await optional(
-        http,
-        apipaths.LEASES.path(namespace=args.lease_namespace, name=LEASE_NAME),
+        http.get(apipaths.LEASES.path(namespace=args.lease_namespace, name=LEASE_NAME))
     )
     status = summarize(
         config=state.config,

@@ -19,7 +19,7 @@ from app.core.cluster import ClusterCache, Quiet, Unreadable, pod_record_from_di
 from app.core.config import Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, node_reason
-from app.core.explain import explain, factor_text, shown_slack
+from app.core.explain import annotation_fields, explain, factor_text, shown_slack
 from app.core.policy import NodeResult, PodResult, half_up_div
 from app.core.quantity import format_cpu_millis, parse_cpu_millis
 from app.core.views import object_key
@@ -57,18 +57,9 @@ class PodExplanation:
         """The numbers the status annotation carries, formatted the same way."""
         if self.result is None:
             return {}
-        ex = explain(self.node_result, self.result, dry_run=self.settings.dry_run, pool=self.pool)
-        fields: dict[str, Any] = {
-            "factor": ex.factor,
-            "slack": f"{ex.slack_m}m",
-            **({"overbooked": f"{ex.overbooked_m}m"} if ex.overbooked_m else {}),
-            "managedRequests": f"{ex.managed_m}m",
-            "nodePods": ex.node_pods,
-            "targetLimit": f"{ex.target_m}m",
-        }
-        if ex.pool is not None:
-            fields["pool"] = ex.pool
-        return fields
+        return annotation_fields(
+            explain(self.node_result, self.result, dry_run=self.settings.dry_run, pool=self.pool)
+        )
 
 
 def explain_pod(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from app.core import apipaths
 from app.core.config import ConfigError, Settings, parse_config
@@ -13,7 +13,10 @@ from app.core.labels import CONFIG_NAME
 from app.io.http import ApiError, KubeHttp
 
 Obj = Mapping[str, Any]
+T = TypeVar("T")
 CERT_MANAGER_CRD = "certificates.cert-manager.io"
+_PAGE: Final = "500"
+_NOT_FOUND: Final = 404
 
 
 @dataclass(frozen=True)
@@ -49,46 +52,52 @@ class ClusterState:
         )
 
 
-async def _items(http: KubeHttp, path: str) -> list[Obj]:
+async def list_items(
+    http: KubeHttp,
+    path: str,
+    *,
+    strip: Callable[[Obj], Obj] | None = None,
+    field_selector: str | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> list[Obj]:
+    """Every object of a collection, in pages, each through ``strip`` when given; only GETs."""
     items: list[Obj] = []
-    params: dict[str, str] = {"limit": "500"}
+    params = {"limit": _PAGE}
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    what = path.rsplit("/", 1)[-1]
     while True:
         page = await http.get(path, params=params)
-        items.extend(page.get("items") or [])
+        listed = page.get("items") or []
+        items.extend(listed if strip is None else (strip(item) for item in listed))
+        if progress is not None:
+            progress(what, len(items))
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-        params = {"limit": "500", "continue": token}
+        params = {**params, "continue": str(token)}
 
 
-async def optional(http: KubeHttp, path: str) -> Obj | None:
+async def optional(read: Awaitable[T]) -> T | None:
+    """What ``read`` returns, or None when the object or the API is not there (404)."""
     try:
-        return await http.get(path)
+        return await read
     except ApiError as err:
-        if err.status == 404:
-            return None
-        raise
-
-
-async def _optional_items(http: KubeHttp, path: str) -> list[Obj] | None:
-    try:
-        return await _items(http, path)
-    except ApiError as err:
-        if err.status == 404:
+        if err.status == _NOT_FOUND:
             return None
         raise
 
 
 async def fetch_state(http: KubeHttp) -> ClusterState:
     version = await http.get(apipaths.VERSION_PATH)
-    crd = await optional(http, apipaths.CUSTOM_RESOURCE_DEFINITIONS.path(name=CERT_MANAGER_CRD))
+    crd = await optional(http.get(apipaths.CUSTOM_RESOURCE_DEFINITIONS.path(name=CERT_MANAGER_CRD)))
     return ClusterState(
         server_version=str(version.get("gitVersion", "")),
-        nodes=await _items(http, apipaths.NODES.path()),
-        namespaces=await _items(http, apipaths.NAMESPACES.path()),
-        quotas=await _items(http, apipaths.RESOURCE_QUOTAS.path()),
-        limit_ranges=await _items(http, apipaths.LIMIT_RANGES.path()),
-        vpas=await _optional_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path()),
+        nodes=await list_items(http, apipaths.NODES.path()),
+        namespaces=await list_items(http, apipaths.NAMESPACES.path()),
+        quotas=await list_items(http, apipaths.RESOURCE_QUOTAS.path()),
+        limit_ranges=await list_items(http, apipaths.LIMIT_RANGES.path()),
+        vpas=await optional(list_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path())),
         cert_manager=crd is not None,
-        config=await optional(http, apipaths.CONFIG),
+        config=await optional(http.get(apipaths.CONFIG)),
     )

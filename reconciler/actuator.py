@@ -21,7 +21,8 @@ from reconciler.gate import WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.podmemory import PodMemory
 from reconciler.ratelimit import NodeBuckets
-from reconciler.resizer import Requeue, ResizePlan, Resizer, retry_transient
+from reconciler.resizer import ResizePlan, Resizer, retry_transient
+from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 
 # Workers per lane: enough to keep the default budgets busy while many wait for a slow
@@ -59,7 +60,7 @@ class Actuator:
         memory: PodMemory,
         buckets: NodeBuckets,
         metrics: ReconcilerMetrics,
-        nodes: Requeue,
+        nodes: NodeQueue,
         settling: Callable[[str], bool],
         clock: Clock,
     ) -> None:

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from app.core.config import Settings
 from app.core.explain import Explanation, event_message
@@ -36,7 +36,7 @@ from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Answer, Result, classify, result_of
 from reconciler.podmemory import Cause, PodMemory
 from reconciler.ratelimit import NodeBuckets
-from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, DelayQueue
+from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, DelayQueue, NodeQueue
 from reconciler.writer import RESIZE_FORBIDDEN, Writer, pod_context
 
 log = logging.getLogger(__name__)
@@ -52,19 +52,7 @@ _SUPERSEDED: Final = "superseded"
 _AFTER_RECONCILE_SECONDS: Final = 0.05
 
 
-class Requeue(Protocol):
-    """What the lanes ask of the node queue (`reconciler.workqueue.NodeQueue`)."""
-
-    def add(self, key: str, *, delay: float = 0.0) -> None: ...
-
-    def retry(self, key: str, *, initial: float, cap: float) -> None: ...
-
-    def forget(self, key: str) -> None: ...
-
-    def debouncing(self, key: str) -> float | None: ...
-
-
-def retry_transient(queue: Requeue, node: str) -> None:
+def retry_transient(queue: NodeQueue, node: str) -> None:
     queue.retry(node, initial=TRANSIENT_RETRY_SECONDS, cap=TRANSIENT_RETRY_CAP_SECONDS)
 
 
@@ -115,7 +103,7 @@ class Resizer:
         buckets: NodeBuckets,
         metrics: ReconcilerMetrics,
         explanations: Explanations,
-        nodes: Requeue,
+        nodes: NodeQueue,
         activity: Activity,
         clock: Clock,
     ) -> None:

@@ -71,7 +71,6 @@ class DelayQueue:
     def active(self, key: str) -> bool:
         return key in self._active
 
-
     def _schedule(self, key: str, due: float) -> None:
         self._due[key] = due
         heapq.heappush(self._heap, (due, next(self._order), key))
@@ -185,10 +184,6 @@ class NodeQueue(DelayQueue):
 
     def forget_all(self) -> None:
         self._failures.clear()
-
-    def failing(self) -> int:
-        """How many keys have failures on record."""
-        return len(self._failures)
 
     def _popped(self, key: str) -> None:
         self._settling.pop(key, None)

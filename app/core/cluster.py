@@ -229,9 +229,6 @@ class ClusterCache:
 
     # Reads used by decisions (`Lookups`) and their callers.
 
-    def pods_on(self, node: str) -> list[PodInfo]:
-        return list(self._pods_by_node.get(node, {}).values())
-
     def node_names(self) -> list[str]:
         return list(self.nodes)
 

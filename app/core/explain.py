@@ -71,13 +71,9 @@ def explain(
     )
 
 
-def status_annotation(explanation: Explanation, *, previous: str | None, now: datetime) -> str:
-    """The annotation's JSON; ``previous`` comes back unchanged when only the time would.
-
-    ``now`` must be timezone-aware; ``computedAt`` is RFC 3339 UTC to the second.
-    """
-    if now.tzinfo is None:
-        raise ValueError("now must be timezone-aware")
+def annotation_fields(explanation: Explanation) -> dict[str, Any]:
+    """The numbers the status annotation carries (without its bookkeeping: policy, dry-run,
+    time), formatted as it carries them."""
     fields: dict[str, Any] = {
         "factor": explanation.factor,
         "slack": _millis(explanation.slack_m),
@@ -85,10 +81,20 @@ def status_annotation(explanation: Explanation, *, previous: str | None, now: da
         "managedRequests": _millis(explanation.managed_m),
         "nodePods": explanation.node_pods,
         "targetLimit": _millis(explanation.target_m),
-        "policy": POLICY_VERSION,
     }
     if explanation.pool is not None:
         fields["pool"] = explanation.pool
+    return fields
+
+
+def status_annotation(explanation: Explanation, *, previous: str | None, now: datetime) -> str:
+    """The annotation's JSON; ``previous`` comes back unchanged when only the time would.
+
+    ``now`` must be timezone-aware; ``computedAt`` is RFC 3339 UTC to the second.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    fields = {**annotation_fields(explanation), "policy": POLICY_VERSION}
     if explanation.dry_run:
         fields["dryRun"] = True
     if previous is not None and _same_apart_from_time(previous, fields):

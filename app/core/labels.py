@@ -12,7 +12,6 @@ CONFIG_NAME: Final = "cluster"
 
 MODE_LABEL: Final = f"{GROUP}/mode"
 MODE_MANAGED: Final = "managed"
-MODE_UNMANAGED: Final = "unmanaged"
 
 MAX_CPU_ANNOTATION: Final = f"{GROUP}/max-cpu"
 STATUS_ANNOTATION: Final = f"{GROUP}/status"

@@ -1,7 +1,7 @@
 """Time for the parts that wait: one injected clock, so tests drive time instead of sleeping.
 
-A `Clock` tells the time (`clock()`) and runs a callback later (`call_later`); `sleep`
-and `wait` are built on those two. `LoopClock` is the event loop's own monotonic time.
+A `Clock` tells the time (`clock()`) and runs a callback later (`call_later`); `wait` is
+built on those two. `LoopClock` is the event loop's own monotonic time.
 Tests use a manual clock that fires its callbacks when advanced.
 """
 
@@ -31,16 +31,6 @@ class LoopClock:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
-
-
-async def sleep(clock: Clock, seconds: float) -> None:
-    """Return after ``seconds`` of ``clock``'s time."""
-    done = asyncio.Event()
-    timer = clock.call_later(seconds, done.set)
-    try:
-        await done.wait()
-    finally:
-        timer.cancel()
 
 
 async def wait(clock: Clock, event: asyncio.Event, within: float | None) -> bool:

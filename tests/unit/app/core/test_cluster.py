@@ -115,13 +115,20 @@ def test_pod_change_nodes(old: PodInfo | None, new: PodInfo | None, expected: se
 
 def test_pods_are_indexed_by_node_and_wake_it_debounced() -> None:
     cache, wakeups = make_cache()
+    for node in ("node-1", "node-2"):
+        cache.apply_node(node, builders.node(node))
+    wakeups.clear()
     for name, node in (("a", "node-1"), ("b", "node-1"), ("c", "node-2")):
         obj = builders.pod(name, node=node)
         cache.apply_pod(pod_key(obj), builders.wire(obj))
-    assert sorted(p.name for p in cache.pods_on("node-1")) == ["a", "b"]
+    view = cache.node_view("node-1")
+    assert view is not None
+    assert sorted(p.name for p in view.pods) == ["a", "b"]
     assert wakeups.nodes(prompt=False) == {"node-1", "node-2"}
     cache.apply_pod("team-a/c", None)
-    assert cache.pods_on("node-2") == []
+    emptied = cache.node_view("node-2")
+    assert emptied is not None
+    assert emptied.pods == ()
     assert cache.nodes_in_namespace("team-a") == {"node-1"}
 
 
