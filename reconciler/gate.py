@@ -34,6 +34,11 @@ class WriteGate:
     def may_write(self) -> bool:
         return self._may_write()
 
+    def bookings_moved(self, plan_node: str, bookings: int) -> bool:
+        """Whether the node's pods changed what targets depend on since a plan counted
+        ``bookings``."""
+        return self._cache.bookings(plan_node) != bookings
+
     def dry_run_now(self, node: str) -> bool:
         return self._node_settings(node).dry_run
 

@@ -109,6 +109,7 @@ class NodeReconciler:
         plan_node(
             decision,
             plan,
+            bookings=self._cache.bookings(node_name),
             memory=self._memory,
             pending_annotation=self._actuator.pending_annotation,
             metrics=self._metrics,
@@ -217,6 +218,7 @@ def plan_node(
     decision: NodeDecision,
     plan: NodePlan,
     *,
+    bookings: int,
     memory: PodMemory,
     pending_annotation: Callable[[str], str | None],
     metrics: ReconcilerMetrics,
@@ -263,6 +265,7 @@ def plan_node(
                     explanation=explanation,
                     annotation=status_annotation(explanation, previous=previous, now=now),
                     round=round_,
+                    bookings=bookings,
                 )
             )
             # The annotation follows once the resize is applied.

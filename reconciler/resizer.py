@@ -91,6 +91,8 @@ class ResizePlan:
     # The status annotation to write once the resize is applied.
     annotation: str
     round: Round
+    # The node's bookings count when the target was computed (`ClusterCache.bookings`).
+    bookings: int = 0
 
 
 class Resizer:
@@ -171,12 +173,12 @@ class Resizer:
         await asyncio.gather(*(self._worker() for _ in range(workers)))
 
     def _hold(self, key: str) -> float | None:
-        """How long to hold a resize back: while changes to its node are still settling into
-        another reconcile, whose newer plan would replace it (sending both would resize the
-        pod twice in one wave), but no longer than the debounce's own cap since the plan was
-        made."""
+        """How long to hold a resize back: while the node's bookings have moved since its
+        target was computed and the changes are still settling into another reconcile, whose
+        newer plan would replace it (sending both would resize the pod twice in one wave),
+        but no longer than the debounce's own cap since the plan was made."""
         plan = self._plans.get(key)
-        if plan is None:
+        if plan is None or not self._gate.bookings_moved(plan.pod.node_name, plan.bookings):
             return None
         due = self._nodes.debouncing(plan.pod.node_name)
         cap = MAX_DEBOUNCE_PERIODS * plan.settings.debounce_seconds

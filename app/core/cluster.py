@@ -214,6 +214,8 @@ class ClusterCache:
         self._pods_by_node: dict[str, dict[str, PodInfo]] = {}
         self._pods_by_namespace: dict[str, set[str]] = {}
         self._unreadable: dict[str, Unreadable] = {}
+        # Per node, a count that moves whenever a pod's target inputs there change.
+        self._bookings: dict[str, int] = {}
         self.nodes: dict[str, NodeRecord] = {}
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -231,6 +233,11 @@ class ClusterCache:
 
     def node_names(self) -> list[str]:
         return list(self.nodes)
+
+    def bookings(self, node: str) -> int:
+        """A count that moves whenever a pod bound to the node changes what targets depend
+        on (a pod binds, leaves, changes its requests): equal counts, same targets."""
+        return self._bookings.get(node, 0)
 
     def node_view(self, name: str, *, lookups: Lookups | None = None) -> NodeView | None:
         """What the node's decision reads; None when the node is gone. ``lookups`` replaces
@@ -291,6 +298,12 @@ class ClusterCache:
             self._pods_by_namespace.setdefault(new.namespace, set()).add(key)
         if self._on_pod is not None and (old is not None or new is not None):
             self._on_pod(old, new)
+        if (old is None) != (new is None) or (
+            old is not None and new is not None and target_view(old) != target_view(new)
+        ):
+            for node in {pod.node_name for pod in (old, new) if pod is not None}:
+                if node in self.nodes:
+                    self._bookings[node] = self._bookings.get(node, 0) + 1
         for node in pod_change_nodes(old, new):
             self._listener.node_dirty(node, prompt=False)
         if old is not None and new is not None and old.status_annotation != new.status_annotation:
@@ -302,6 +315,7 @@ class ClusterCache:
         if obj is None:
             if old is not None:
                 del self.nodes[name]
+                self._bookings.pop(name, None)
                 self._listener.node_removed(name)
             return
         new = node_record(obj)
