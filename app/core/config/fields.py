@@ -169,7 +169,10 @@ class Owners(ObjectList):
             findings.error(f"{path}.apiGroup", 'must be a string ("" for the core group)')
         if name is not None and (not isinstance(name, str) or not name):
             findings.error(f"{path}.name", "must be a non-empty string")
-        return OwnerExclusion(kind=str(kind), api_group=api_group, name=name)
+        # Only reached without errors when kind is a string; never repr() a hostile value.
+        return OwnerExclusion(
+            kind=kind if isinstance(kind, str) else "", api_group=api_group, name=name
+        )
 
 
 class NodePools(ObjectList):
@@ -216,9 +219,9 @@ class NodePools(ObjectList):
         else:
             findings.error(f"{path}.nodeSelector", "is required ({} selects every node)")
         overrides = PoolOverrides(**POOL.read(present, path, findings))
-        if selector is None:
+        if selector is None or not isinstance(name, str):
             return None
-        return NodePool(name=str(name), node_selector=selector, overrides=overrides)
+        return NodePool(name=name, node_selector=selector, overrides=overrides)
 
 
 _PERCENT: Final = Integer(low=0, high=100)

@@ -96,8 +96,9 @@ def pod_node_terms(pod_spec: Mapping[str, Any]) -> list[LabelSelector]:
     read as no constraint. Empty when the pod does not constrain node labels at all.
     """
     base = [
-        Requirement(str(key), Operator.IN, frozenset({str(value)}))
+        Requirement(key, Operator.IN, frozenset({value}))
         for key, value in (pod_spec.get("nodeSelector") or {}).items()
+        if isinstance(key, str) and isinstance(value, str)
     ]
     affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
@@ -123,9 +124,9 @@ def _requirements(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]
         if raw_operator in _NUMERIC_OPERATORS:
             requirements.append(Requirement(key, Operator.EXISTS, frozenset()))
             continue
-        operator = _AFFINITY_OPERATORS.get(str(raw_operator))
+        operator = _AFFINITY_OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
         if operator is None:
             continue
-        values = frozenset(str(v) for v in expression.get("values") or ())
+        values = frozenset(v for v in expression.get("values") or () if isinstance(v, str))
         requirements.append(Requirement(key, operator, values))
     return requirements

@@ -22,7 +22,9 @@ from webhook.metrics import Endpoint
 
 # The namespace every review names (enrolled in the caches the tests seed).
 REVIEW_NAMESPACE = "team-a"
-DEEP = 900
+# Past Python's default recursion limit (1000), so any recursive walk, str() or repr() of a
+# value fails however shallow the caller's stack; still inside orjson's parse limit (1024).
+DEEP = 1010
 # A placeholder swapped for the deep value in the encoded body: neither json nor orjson
 # will encode a value nested this deep.
 DEEP_MARK = "__deeply_nested__"
