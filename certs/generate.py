@@ -1,4 +1,5 @@
-"""Generate a CA and serving certificates (ECDSA P-256) for local runs, tests and self-signing."""
+"""Generate a CA, serving and client certificates (ECDSA P-256) for local runs, tests and
+self-signing."""
 
 import datetime
 import ipaddress
@@ -73,17 +74,60 @@ def generate_serving(
     """A server certificate signed by ``ca`` for the given SANs (at least one is required)."""
     if not dns_names and not ip_addresses:
         raise ValueError("a serving certificate needs at least one DNS name or IP address")
+    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    common_name = dns_names[0] if dns_names else ip_addresses[0]
+    return _leaf(
+        ca=ca,
+        subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        sans=sans,
+        valid_for=valid_for,
+        now=now,
+    )
+
+
+def generate_client(
+    *,
+    ca: IssuedCertificate,
+    common_name: str,
+    organizations: Sequence[str] = (),
+    valid_for: datetime.timedelta,
+    now: datetime.datetime,
+) -> IssuedCertificate:
+    """A client certificate signed by ``ca``: Kubernetes reads the user from the common
+    name and the groups from the organizations."""
+    if not common_name:
+        raise ValueError("a client certificate needs a common name")
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return _leaf(
+        ca=ca,
+        subject=x509.Name(attributes),
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+        sans=[],
+        valid_for=valid_for,
+        now=now,
+    )
+
+
+def _leaf(
+    *,
+    ca: IssuedCertificate,
+    subject: x509.Name,
+    usage: x509.ObjectIdentifier,
+    sans: Sequence[x509.GeneralName],
+    valid_for: datetime.timedelta,
+    now: datetime.datetime,
+) -> IssuedCertificate:
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC key")
     key = ec.generate_private_key(ec.SECP256R1())
-    sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    common_name = dns_names[0] if dns_names else ip_addresses[0]
-    cert = (
+    builder = (
         _builder(
-            subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
+            subject=subject,
             issuer=ca_cert.subject,
             public_key=key.public_key(),
             now=now,
@@ -104,14 +148,15 @@ def generate_serving(
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,
         )
-        .sign(ca_key, hashes.SHA256())
     )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
     return IssuedCertificate(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
 
 

@@ -1,5 +1,6 @@
 """Start and stop a real local control plane: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler and KWOK (simulated kubelets)."""
+kube-controller-manager, kube-scheduler and KWOK (simulated kubelets); with
+``kubelets=KubeletAccess(...)``, ready for real kubelets to register as nodes too."""
 
 from __future__ import annotations
 
@@ -24,7 +25,13 @@ from typing import Any
 
 from app.core.apipaths import SERVICE_ACCOUNTS
 from devcluster.binaries import locate_binaries
-from devcluster.pki import write_control_plane_pki
+from devcluster.pki import (
+    KUBELET_CLIENT_USER,
+    NodePki,
+    write_control_plane_pki,
+    write_kubelet_client_pki,
+    write_node_pki,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +92,22 @@ AUDIT_POLICY = {
 }
 
 
+@dataclass(frozen=True)
+class KubeletAccess:
+    """Real kubelets registering as nodes.
+
+    The API server authorizes them as nodes do (``--authorization-mode=Node,RBAC`` and the
+    NodeRestriction admission plugin), from client certificates its CA signs
+    (``ControlPlane.node_pki``); it reaches them (logs, exec) at their InternalIP with a
+    client certificate of its own, verifying their serving certificates against the same
+    CA. It listens on every address of its network namespace, ``address`` (the one the
+    kubelets dial) on its certificate: use it only in a namespace of its own
+    (``devcluster.realnet``).
+    """
+
+    address: str
+
+
 @dataclass
 class ControlPlane:
     """A running local control plane.
@@ -99,6 +122,7 @@ class ControlPlane:
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     startup_timeout: float = 120.0
     extra_apiserver_args: tuple[str, ...] = ()
+    kubelets: KubeletAccess | None = None
     _procs: list[_Process] = field(default_factory=list, init=False, repr=False)
     apiserver_port: int = field(default=0, init=False)
 
@@ -117,6 +141,17 @@ class ControlPlane:
     @property
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def kubelet_server(self) -> str:
+        """The API server's URL as the real kubelets dial it."""
+        if self.kubelets is None:
+            raise ControlPlaneError("started without KubeletAccess: no kubelet can reach it")
+        return f"https://{self.kubelets.address}:{self.apiserver_port}"
+
+    def node_pki(self, node: str, *, ip: str) -> NodePki:
+        """Client and serving certificates for the kubelet of ``node`` (at ``ip``)."""
+        return write_node_pki(self.pki_dir, self.pki_dir / "nodes" / node, node=node, ip=ip)
 
     @property
     def ca_file(self) -> Path:
@@ -144,11 +179,15 @@ class ControlPlane:
         started = time.monotonic()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
-        write_control_plane_pki(self.pki_dir)
+        extra_ips = () if self.kubelets is None else (self.kubelets.address,)
+        write_control_plane_pki(self.pki_dir, extra_ips=extra_ips)
+        if self.kubelets is not None:
+            write_kubelet_client_pki(self.pki_dir)
         try:
             self._start_etcd()
             self._start_apiserver()
             self._write_kubeconfig()
+            self._grant_kubelet_api()
             self._start_controller_manager()
             self._start_scheduler()
             self._start_kwok()
@@ -296,7 +335,8 @@ class ControlPlane:
                 # Loopback cannot back the kubernetes Service endpoints; nothing here needs them.
                 "--endpoint-reconciler-type=none",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
+                # Repeating this (list) flag would add modes, so it is given once.
+                f"--authorization-mode={'RBAC' if self.kubelets is None else 'Node,RBAC'}",
                 f"--token-auth-file={tokens}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki / 'sa.pub'}",
@@ -307,10 +347,48 @@ class ControlPlane:
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
+                *self._kubelet_args(),
                 *self.extra_apiserver_args,
             ],
         )
         self._wait(proc, lambda: self._api_get("/readyz") == "ok", "/readyz")
+
+    def _kubelet_args(self) -> list[str]:
+        if self.kubelets is None:
+            return []
+        pki = self.pki_dir
+        return [
+            "--bind-address=0.0.0.0",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
+
+    def _grant_kubelet_api(self) -> None:
+        """The API server's kubelet-client user gets the kubelet API (kubelets authorize
+        it through a SubjectAccessReview)."""
+        if self.kubelets is None:
+            return
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": KUBELET_CLIENT_USER},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:kubelet-api-admin",
+            },
+            "subjects": [
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "User",
+                    "name": KUBELET_CLIENT_USER,
+                }
+            ],
+        }
+        self.kubectl("apply", "-f", "-", input=json.dumps(binding))
 
     def _write_kubeconfig(self) -> None:
         config = {

@@ -1,15 +1,17 @@
 """Throwaway PKI for a local control plane: a CA, the API server's serving pair,
-and the service-account signing key."""
+and the service-account signing key; for real kubelets, the API server's kubelet-client
+pair and each node's client and serving pairs."""
 
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from certs.generate import generate_ca, generate_serving
+from certs.generate import IssuedCertificate, generate_ca, generate_client, generate_serving
 
 _VALIDITY = datetime.timedelta(days=2)
 _API_SERVER_NAMES = (
@@ -19,6 +21,8 @@ _API_SERVER_NAMES = (
     "kubernetes.default.svc",
     "kubernetes.default.svc.cluster.local",
 )
+# The user the API server presents to kubelets (logs, exec, port-forward).
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 
 def _write_secret(path: Path, data: bytes) -> None:
@@ -26,16 +30,16 @@ def _write_secret(path: Path, data: bytes) -> None:
     path.chmod(0o600)
 
 
-def write_control_plane_pki(directory: Path) -> None:
-    """Writes ca.crt/.key, apiserver.crt/.key (127.0.0.1, localhost, kubernetes.default…)
-    and sa.key/sa.pub into ``directory``."""
+def write_control_plane_pki(directory: Path, *, extra_ips: tuple[str, ...] = ()) -> None:
+    """Writes ca.crt/.key, apiserver.crt/.key (127.0.0.1, localhost, kubernetes.default…,
+    and ``extra_ips``) and sa.key/sa.pub into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
     ca = generate_ca(common_name="headroom-local-ca", valid_for=_VALIDITY, now=now)
     serving = generate_serving(
         ca=ca,
         dns_names=_API_SERVER_NAMES,
-        ip_addresses=("127.0.0.1", "10.0.0.1"),
+        ip_addresses=("127.0.0.1", "10.0.0.1", *extra_ips),
         valid_for=_VALIDITY,
         now=now,
     )
@@ -58,3 +62,68 @@ def write_control_plane_pki(directory: Path) -> None:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+
+
+def _ca(directory: Path) -> IssuedCertificate:
+    return IssuedCertificate(
+        cert_pem=(directory / "ca.crt").read_bytes(), key_pem=(directory / "ca.key").read_bytes()
+    )
+
+
+def _write_pair(directory: Path, name: str, issued: IssuedCertificate) -> None:
+    (directory / f"{name}.crt").write_bytes(issued.cert_pem)
+    _write_secret(directory / f"{name}.key", issued.key_pem)
+
+
+def write_kubelet_client_pki(directory: Path) -> None:
+    """Writes kubelet-client.crt/.key, signed by the CA in ``directory``: the API server's
+    identity towards kubelets."""
+    now = datetime.datetime.now(datetime.UTC)
+    client = generate_client(
+        ca=_ca(directory), common_name=KUBELET_CLIENT_USER, valid_for=_VALIDITY, now=now
+    )
+    _write_pair(directory, "kubelet-client", client)
+
+
+@dataclass(frozen=True)
+class NodePki:
+    """A kubelet's credentials: its client pair (user ``system:node:<name>``, group
+    ``system:nodes``, as the Node authorizer expects) and its serving pair."""
+
+    directory: Path
+
+    @property
+    def client_cert(self) -> Path:
+        return self.directory / "client.crt"
+
+    @property
+    def client_key(self) -> Path:
+        return self.directory / "client.key"
+
+    @property
+    def serving_cert(self) -> Path:
+        return self.directory / "serving.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.directory / "serving.key"
+
+
+def write_node_pki(ca_directory: Path, directory: Path, *, node: str, ip: str) -> NodePki:
+    """Issue a node's client and serving pairs from the CA in ``ca_directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca = _ca(ca_directory)
+    client = generate_client(
+        ca=ca,
+        common_name=f"system:node:{node}",
+        organizations=("system:nodes",),
+        valid_for=_VALIDITY,
+        now=now,
+    )
+    serving = generate_serving(
+        ca=ca, dns_names=(node,), ip_addresses=(ip,), valid_for=_VALIDITY, now=now
+    )
+    _write_pair(directory, "client", client)
+    _write_pair(directory, "serving", serving)
+    return NodePki(directory)

@@ -2,7 +2,9 @@
 # Builds the test control plane from Go modules into a cache keyed by version:
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm.
 # Re-running is cheap: binaries already present are kept. With the argument `helm`,
-# builds helm alone (all the unit tier's chart tests need).
+# builds helm alone (all the unit tier's chart tests need); with `kubelet`, the kubelet
+# of the same release, from the same wrapper module and build cache (the real-node tier's
+# guests run it; hack/build-realnode.sh asks for it).
 #
 #   K8S_VERSION   Kubernetes release to build (default: pinned below)
 #   HEADROOM_CACHE  cache root (default: ~/.cache/headroom)
@@ -26,9 +28,9 @@ ldflags="-s -w -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=1 -X $vpkg.git
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 
-build_kubernetes() {
+build_kubernetes() {  # binaries of k8s.io/kubernetes/cmd to build
   local mod="$work/kubernetes" minor staging
-  local want=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  local want=("$@")
   local missing=()
   for b in "${want[@]}"; do [ -x "$bin/$b" ] || missing+=("$b"); done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -61,6 +63,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   (cd "$mod" && go mod tidy -e >/dev/null 2>&1 || true)
@@ -142,15 +145,18 @@ case "${1:-all}" in
   helm)
     build_helm
     ;;
+  kubelet)
+    build_kubernetes kubelet
+    ;;
   all)
     build_etcd
-    build_kubernetes
+    build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl
     go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
     build_helm
     fetch_crds
     ;;
   *)
-    echo "usage: $0 [helm]" >&2
+    echo "usage: $0 [helm|kubelet]" >&2
     exit 2
     ;;
 esac
