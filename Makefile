@@ -139,6 +139,15 @@ E2E_ARGS ?=
 e2e: $(STAMP) control-plane ## The install path for real: image, containers, cert-manager, Prometheus, OCI (root)
 	E2E_ARGS="$(E2E_ARGS)" bash hack/e2e.sh
 
+REALNODE_ARGS ?=
+.PHONY: realnode
+realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubelet answers, GOMAXPROCS, latency (root; run on its own, not by make test)
+	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh
+
+.PHONY: bench-realnode
+bench-realnode: $(STAMP) control-plane ## Neighbour binding/deletion to cpu.max on a real kubelet: p50/p90/max (root)
+	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench
+
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis _artifacts

@@ -1,0 +1,163 @@
+"""A local control plane whose nodes are real kubelets in qemu guests.
+
+``RealCluster`` starts, in the harness's own network namespace (``devcluster.realnet``),
+the guest network, the control plane with ``KubeletAccess`` (the Node authorizer,
+NodeRestriction, the API server's kubelet client), and the guests in parallel, and waits
+until every node is Ready. The real-node tier and its benchmark share it.
+
+The standard fleet, sized for a 2-core machine whose guests are emulated:
+
+- ``WORKLOAD``, 3 vCPUs, the default CPU manager policy: where the tier's managed pods and
+  their neighbours run. Three CPUs because Go rounds a CPU limit below 2 up to 2 when it
+  sizes GOMAXPROCS, so on a 2-CPU node a Go program could not show its limit moving.
+- ``STATIC``, 2 vCPUs, the static CPU manager policy (half a CPU reserved for the kubelet,
+  which leaves one CPU to pin) and LimitedSwap with a small swap file: the two kubelet
+  policies under which a kubelet answers a resize ``Infeasible``. Labelled
+  ``node.kubernetes.io/cpu-manager-policy=static``, a label a kubelet may set on itself
+  under NodeRestriction and that preflight recognises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.core.apipaths import NODES
+from devcluster.binaries import locate_binaries
+from devcluster.controlplane import ControlPlane, KubeletAccess
+from devcluster.guests import Guest, GuestError, GuestImage, NodeSpec
+from devcluster.kubeapi import KubeAPI, KubeAPIError
+from devcluster.realnet import HOST_ADDRESS, GuestNetwork
+
+logger = logging.getLogger(__name__)
+
+STATIC_POLICY_LABEL = "node.kubernetes.io/cpu-manager-policy"
+WORKLOAD = NodeSpec(name="realnode-1", index=1, cpus=3, memory_mib=2048)
+STATIC = NodeSpec(
+    name="realnode-2",
+    index=2,
+    cpus=2,
+    memory_mib=1536,
+    labels={STATIC_POLICY_LABEL: "static"},
+    kubelet={"cpuManagerPolicy": "static", "kubeReserved": {"cpu": "500m"}},
+    swap_mib=256,
+)
+FLEET = (WORKLOAD, STATIC)
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+@dataclass
+class RealCluster:
+    """The control plane and its real nodes; ``start()`` returns once all are Ready."""
+
+    work_dir: Path
+    run_dir: Path
+    specs: Sequence[NodeSpec] = FLEET
+    bin_dir: Path = field(default_factory=locate_binaries)
+    boot_timeout: float = 300.0
+    plane: ControlPlane = field(init=False)
+    network: GuestNetwork = field(default_factory=GuestNetwork, init=False)
+    guests: dict[str, Guest] = field(default_factory=dict, init=False)
+    # Seconds from each guest's qemu start to its node's Ready condition.
+    ready_after: dict[str, float] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.plane = ControlPlane(
+            work_dir=self.work_dir / "control-plane",
+            bin_dir=self.bin_dir,
+            kubelets=KubeletAccess(address=HOST_ADDRESS),
+        )
+
+    @property
+    def api(self) -> KubeAPI:
+        return KubeAPI(server=self.plane.server, token=self.plane.token, ca_file=self.plane.ca_file)
+
+    def start(self) -> None:
+        image = GuestImage.locate()
+        self.network.setup()
+        try:
+            self.plane.start()
+            indices = [spec.index for spec in self.specs]
+            for spec in self.specs:
+                self.network.add_tap(spec.index)
+                guest = Guest(
+                    spec=spec,
+                    image=image,
+                    work_dir=self.work_dir / "guests" / spec.name,
+                    run_dir=self.run_dir,
+                )
+                guest.write_config(self.plane, indices=indices)
+                self.guests[spec.name] = guest
+            for guest in self.guests.values():
+                guest.start()
+            self._wait_ready()
+            for guest in self.guests.values():
+                guest.wait_for_images(timeout=120)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        api = self.api
+        deadline = time.monotonic() + self.boot_timeout
+        waiting = dict(self.guests)
+        while waiting:
+            for name, guest in list(waiting.items()):
+                if not guest.running():
+                    raise GuestError(
+                        f"guest {name} stopped while booting; console {guest.console}:\n"
+                        f"{guest.console_tail()}"
+                    )
+                try:
+                    node = api.get(NODES.path(name=name))
+                except (OSError, KubeAPIError):
+                    node = None
+                if node is not None and node_ready(node):
+                    self.ready_after[name] = time.monotonic() - guest.started
+                    logger.info(
+                        "node %s Ready %.1fs after qemu started", name, self.ready_after[name]
+                    )
+                    del waiting[name]
+            if time.monotonic() > deadline:
+                raise GuestError(
+                    f"{', '.join(waiting)} not Ready within {self.boot_timeout}s; "
+                    + "; ".join(
+                        f"console {g.console}:\n{g.console_tail()}" for g in waiting.values()
+                    )
+                )
+            time.sleep(0.5)
+
+    def guest(self, name: str) -> Guest:
+        return self.guests[name]
+
+    def __iter__(self) -> Iterator[Guest]:
+        return iter(self.guests.values())
+
+    def keep_logs(self, destination: Path) -> Path:
+        self.plane.keep_logs(destination / "control-plane")
+        for guest in self.guests.values():
+            guest.keep_logs(destination / "guests")
+        return destination
+
+    def stop(self) -> None:
+        for guest in self.guests.values():
+            guest.stop()
+        self.plane.stop()
+        self.network.teardown()
+
+    def __enter__(self) -> RealCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,206 @@
+"""The real-node tier: Headroom's real processes against a control plane whose nodes are
+real kubelets (with containerd, runc and CNI) in qemu guests.
+
+``make realnode`` (``hack/realnode.sh``) builds what is missing and runs this package in a
+network and mount namespace of its own, where the guests' node and pod addresses exist
+(``devcluster.realnet``). The session boots the standard fleet (``devcluster.realnodes``)
+once; every test shares it and cleans up after itself, so the next test finds the nodes
+empty. The reconciler and the webhook run as the chart's ServiceAccounts, started by the
+integration tier's own fixtures.
+
+Outside ``make realnode`` these tests are deselected (plain ``pytest`` lists them as such).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devcluster.kubepods import PodNotStartedError
+from devcluster.realnodes import RealCluster
+from tests.integration.conftest import Cluster, helm
+from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
+from tests.integration.reconciler.conftest import Pods, configure, crd, start_reconciler
+from tests.integration.webhook.conftest import MODE_LABEL, SCOPE_LABEL, Webhook, start_webhook
+from tests.realnode.kubelets import Kubelets, Observation
+
+__all__ = ["configure", "crd", "helm", "start_reconciler"]
+
+HARNESS_ENV = "HEADROOM_REALNODE"
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "_artifacts" / "realnode"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "realnode: real kubelets in qemu guests (make realnode)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    mine = [item for item in items if here in Path(str(item.fspath)).parents]
+    for item in mine:
+        item.add_marker(pytest.mark.realnode)
+    if not os.environ.get(HARNESS_ENV) and mine:
+        # They need root, qemu and a network namespace of their own: make realnode.
+        config.hook.pytest_deselected(items=mine)
+        items[:] = [item for item in items if item not in mine]
+
+
+def say(config: pytest.Config, text: str) -> None:
+    """Straight to the terminal, past pytest's output capture."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        sys.stdout.write(f"{text}\n")
+        sys.stdout.flush()
+
+
+@pytest.fixture(scope="session")
+def real_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealCluster]:
+    # qemu's agent sockets need a short path.
+    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
+    cluster = RealCluster(work_dir=tmp_path_factory.mktemp("realnode"), run_dir=run_dir)
+    started = time.monotonic()
+    cluster.start()
+    say(
+        request.config,
+        f"\nreal nodes Ready {time.monotonic() - started:.1f}s after the session began: "
+        + ", ".join(
+            f"{name} {s:.1f}s after qemu started" for name, s in cluster.ready_after.items()
+        ),
+    )
+    try:
+        yield cluster
+    finally:
+        if request.session.testsfailed or os.environ.get("HEADROOM_KEEP_LOGS"):
+            kept = cluster.keep_logs(ARTIFACTS / uuid.uuid4().hex[:6])
+            print(f"\nreal-node logs kept in {kept}")
+        cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def control_plane(real_cluster: RealCluster) -> Cluster:
+    """The integration tier's view of a control plane, so its fixtures work here."""
+    return Cluster(real_cluster.plane)
+
+
+@pytest.fixture(scope="session")
+def kubelets(real_cluster: RealCluster) -> Kubelets:
+    return Kubelets(real_cluster)
+
+
+@pytest.fixture(scope="session")
+def chart_identities(control_plane: Cluster, helm: Path) -> Iterator[dict[str, Path]]:
+    """Kubeconfigs of the chart's reconciler and webhook ServiceAccounts, under the chart's
+    RBAC for the whole session (the webhook outlives every module)."""
+    with chart_rbac(control_plane, helm):
+        yield {
+            "reconciler": service_account_kubeconfig(control_plane, RECONCILER),
+            "webhook": service_account_kubeconfig(control_plane, WEBHOOK),
+        }
+
+
+@pytest.fixture(scope="session")
+def reconciler_kubeconfig(chart_identities: dict[str, Path]) -> Path:
+    return chart_identities["reconciler"]
+
+
+@pytest.fixture(scope="session")
+def webhook(
+    control_plane: Cluster,
+    crd: None,
+    chart_identities: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Webhook]:
+    """The real webhook, registered for the namespaces ``managed_namespace`` makes."""
+    started = start_webhook(
+        control_plane, tmp_path_factory.mktemp("webhook"), kubeconfig=chart_identities["webhook"]
+    )
+    started.register()
+    try:
+        yield started
+    finally:
+        started.unregister()
+        started.stop()
+
+
+def _make_namespace(cluster: Cluster, labels: dict[str, str]) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    if labels:
+        cluster.kubectl("label", "namespace", name, *[f"{k}={v}" for k, v in labels.items()])
+    return name
+
+
+def _delete_namespace(cluster: Cluster, name: str) -> None:
+    # The next test needs the nodes empty. Deleted at once (no grace period), a pod leaves
+    # the API and the kubelets' admitted set together; the kubelet stops its containers
+    # behind it.
+    cluster.kubectl("delete", "pods", "--all", "-n", name, "--grace-period=0", "--force")
+    cluster.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture
+def namespace(control_plane: Cluster) -> Iterator[str]:
+    """A namespace Headroom does not manage (neighbours live here)."""
+    name = _make_namespace(control_plane, {})
+    yield name
+    _delete_namespace(control_plane, name)
+
+
+@pytest.fixture
+def managed_namespace(control_plane: Cluster, webhook: Webhook) -> Iterator[str]:
+    """A namespace enrolled in Headroom, which the webhook sees too."""
+    name = _make_namespace(control_plane, {SCOPE_LABEL: webhook.scope, MODE_LABEL: "managed"})
+    yield name
+    _delete_namespace(control_plane, name)
+
+
+@pytest.fixture
+def pods(control_plane: Cluster, managed_namespace: str) -> Pods:
+    return Pods(control_plane, managed_namespace)
+
+
+@pytest.fixture
+def enforcing(configure: Callable[..., None]) -> Callable[..., None]:
+    """Headroom enforcing, with any other settings a test gives."""
+
+    def apply(**spec: object) -> None:
+        configure(dryRun=False, **spec)
+
+    apply()
+    return apply
+
+
+def wait_agreed(
+    kubelets: Kubelets,
+    namespace: str,
+    pod: str,
+    *,
+    until: Callable[[Observation], bool] = lambda seen: True,
+    timeout: float = 60.0,
+) -> Observation:
+    """Until spec, kubelet status and cgroups agree on every limit of ``pod`` (and
+    ``until`` holds for what they agree on)."""
+    deadline = time.monotonic() + timeout
+    seen: Observation | PodNotStartedError | None = None
+    while True:
+        try:
+            seen = kubelets.observe(namespace, pod)
+        except PodNotStartedError as err:
+            seen = err
+        if isinstance(seen, Observation) and seen.agree and until(seen):
+            return seen
+        if time.monotonic() > deadline:
+            pytest.fail(f"{pod}'s limits, status and cgroups disagree after {timeout}s: {seen}")
+        time.sleep(0.5)

@@ -1,0 +1,367 @@
+"""The kubelet's answers, from real kubelets, handled as the runbook's outcome table says.
+
+Which resizes a kubelet answers ``Infeasible`` or ``Deferred`` is decided in its
+allocation manager (``pkg/kubelet/allocation`` of the pinned release): ``Infeasible``
+only for a pod that cannot be resized at all there (the in-place resize feature off,
+which is locked on since 1.35; a memory request change of a container that may swap; a
+pod-level change the kubelet's feature gate refuses; a changed memory-backed emptyDir
+size; CPU or memory of a Guaranteed pod under a static CPU or Memory Manager policy; and,
+in 1.35, requests above the node's allocatable), and ``Deferred`` for any other refusal.
+A resize Headroom sends on its own changes only the limits of a Burstable pod, which
+none of those rules refuses and which adds no requests to fit: it is answered
+``Infeasible`` or ``Deferred`` only when it joins a change the kubelet already refuses
+(the kubelet judges the whole pending spec).
+The scenarios here make the kubelet refuse a tenant's change for real, then show the
+kubelet's answer to Headroom's own resize that follows, and what Headroom does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from devcluster import ControlPlane
+from devcluster.kubepods import container_cgroup
+from devcluster.realnodes import STATIC, STATIC_POLICY_LABEL, WORKLOAD, RealCluster
+from reconciler.bodies import REPORTING_CONTROLLER
+from reconciler.outcomes import Result
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.kubectl_headroom.plugin import kubectl_headroom
+from tests.integration.rbac import RECONCILER
+from tests.integration.reconciler.audit import resizes, writes
+from tests.integration.reconciler.conftest import Reconciler, stays
+from tests.realnode import builders
+from tests.realnode.conftest import wait_agreed
+from tests.realnode.kubelets import Kubelets
+
+
+def pending(kubelets: Kubelets, namespace: str, pod: str) -> dict[str, Any] | None:
+    """The pod's PodResizePending condition, about its current generation."""
+    found = kubelets.pod(namespace, pod)
+    if found["status"].get("observedGeneration") != found["metadata"]["generation"]:
+        return None
+    return next(
+        (c for c in found["status"].get("conditions", []) if c["type"] == "PodResizePending"),
+        None,
+    )
+
+
+def events(cluster: Cluster, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
+    listed = json.loads(
+        cluster.kubectl(
+            "get", "events", "-n", namespace, "-o", "json",
+            "--field-selector", f"involvedObject.name={pod},reason={reason}",
+        )
+    )  # fmt: skip
+    return list(listed["items"])
+
+
+def by_headroom(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in items if e.get("reportingComponent") == REPORTING_CONTROLLER]
+
+
+def by_kubelet(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in items if e.get("source", {}).get("component") == "kubelet"]
+
+
+def warnings(cluster: Cluster, namespace: str, pod: str) -> int:
+    """Headroom's ResizeInfeasible warnings on ``pod``, repeats of one event included."""
+    found = by_headroom(events(cluster, namespace, pod, "ResizeInfeasible"))
+    return sum(int(e.get("count") or 1) for e in found)
+
+
+def headroom_resizes(plane: ControlPlane, namespace: str, pod: str) -> int:
+    """Resizes of ``pod`` the reconciler sent that the API server accepted (audit log)."""
+    return sum(
+        1
+        for w in resizes(writes(plane), namespace=namespace)
+        if w.name == pod and w.user == RECONCILER.username and w.code == 200
+    )
+
+
+def tenant_resize(cluster: Cluster, namespace: str, pod: str, resources: dict[str, Any]) -> None:
+    """A change only the pod's owner (or a VPA that controls requests only) makes."""
+    patch = {"spec": {"containers": [{"name": "app", "resources": resources}]}}
+    cluster.kubectl(
+        "patch", "pod", pod, "-n", namespace, "--subresource", "resize", "-p", json.dumps(patch)
+    )
+
+
+def explain(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
+    result = kubectl_headroom(cluster, "explain", "-n", namespace, pod, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def test_deferred_while_a_deleted_neighbour_still_holds_the_node(
+    control_plane: Cluster,
+    real_cluster: RealCluster,
+    enforcing: Callable[..., None],
+    managed_namespace: str,
+    namespace: str,
+    start_reconciler: Callable[..., Reconciler],
+    kubelets: Kubelets,
+) -> None:
+    """Headroom stops booking a pod once it is being deleted; the kubelet keeps its
+    requests allocated until its containers have stopped. A request raise that fits
+    Headroom's view but not the kubelet's is Deferred, and so is Headroom's resize that
+    follows it: Headroom counts each once and does not retry; the kubelet applies both
+    when the neighbour is gone."""
+    reconciler = start_reconciler()
+    node = WORKLOAD.name
+    control_plane.apply(builders.pod("web", namespace=managed_namespace, node=node))
+    wait_agreed(
+        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 3000
+    )
+    control_plane.apply(
+        builders.pod(
+            "leaving",
+            namespace=namespace,
+            node=node,
+            containers=[builders.container("leaving", cpu="1500m", pre_stop_sleep=30)],
+            grace_seconds=60,
+        )
+    )
+    control_plane.kubectl("wait", "pod/leaving", "-n", namespace, "--for=condition=Ready",
+                          "--timeout=110s")  # fmt: skip
+    wait_agreed(
+        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 1500
+    )
+    control_plane.kubectl("delete", "pod", "leaving", "-n", namespace, "--wait=false")
+    # Headroom books the terminating neighbour no more: the ceiling is back at 3 cores.
+    wait_agreed(
+        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 3000
+    )
+
+    tenant_resize(control_plane, managed_namespace, "web", {"requests": {"cpu": "1800m"}})
+    condition = eventually(
+        lambda: pending(kubelets, managed_namespace, "web"), what="the kubelet's answer"
+    )
+    assert condition["reason"] == "Deferred", condition
+    assert "cpu" in condition["message"]
+    assert by_kubelet(events(control_plane, managed_namespace, "web", "ResizeDeferred"))
+    eventually(lambda: reconciler.resizes(Result.DEFERRED) == 1, what="Deferred counted")
+    assert reconciler.sample("headroom_resizes_deferred") == 1
+
+    # Headroom's own resize now: a lower cap (1.5 x the new request).
+    sent = headroom_resizes(real_cluster.plane, managed_namespace, "web")
+    enforcing(maxMultiplier="1.5")
+    eventually(
+        lambda: kubelets.observe(managed_namespace, "web").containers["app"].spec == 2700,
+        what="Headroom's resize to 2700m",
+    )
+    assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1
+    condition = eventually(
+        lambda: pending(kubelets, managed_namespace, "web"), what="the kubelet's answer"
+    )
+    assert condition["reason"] == "Deferred", condition
+    eventually(lambda: reconciler.resizes(Result.DEFERRED) == 2, what="the second Deferred")
+    waiting = kubelets.observe(managed_namespace, "web").containers["app"]
+    assert (waiting.status, waiting.cgroup) == (3000, 3000)
+    # Deferred is the kubelet's to retry: Headroom sends nothing more.
+    assert stays(
+        lambda: headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1,
+        seconds=5,
+    )
+    # The neighbour's containers stop after their 30 s preStop: the kubelet applies it all.
+    applied = wait_agreed(
+        kubelets,
+        managed_namespace,
+        "web",
+        until=lambda s: s.containers["app"].spec == 2700,
+        timeout=90,
+    )
+    assert applied.containers["app"].cgroup == 2700
+    eventually(lambda: reconciler.sample("headroom_resizes_deferred") == 0, what="gauge at 0")
+    assert reconciler.resizes(Result.DEFERRED) == 2
+    assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1
+
+
+def test_infeasible_on_a_swap_node_backs_headroom_off(
+    control_plane: Cluster,
+    real_cluster: RealCluster,
+    enforcing: Callable[..., None],
+    managed_namespace: str,
+    namespace: str,
+    start_reconciler: Callable[..., Reconciler],
+    kubelets: Kubelets,
+) -> None:
+    """On a node with swap (LimitedSwap), a kubelet cannot resize the memory request of a
+    container that may swap: Infeasible. Headroom counts it, says so in a warning event
+    and leaves the pod alone for backoffPeriod; its resize after that is answered
+    Infeasible too, and it backs off again."""
+    enforcing(backoffPeriod="15s")
+    reconciler = start_reconciler()
+    node = STATIC.name
+    control_plane.apply(
+        builders.pod(
+            "cache",
+            namespace=managed_namespace,
+            node=node,
+            containers=[builders.container(cpu="200m", memory="64Mi", memory_limit="256Mi")],
+        )
+    )
+    # Alone on the node: its allocatable 1.5 cores.
+    wait_agreed(
+        kubelets, managed_namespace, "cache", until=lambda s: s.containers["app"].spec == 1500
+    )
+    tenant_resize(control_plane, managed_namespace, "cache", {"requests": {"memory": "96Mi"}})
+    condition = eventually(
+        lambda: pending(kubelets, managed_namespace, "cache"), what="the kubelet's answer"
+    )
+    assert condition["reason"] == "Infeasible", condition
+    assert condition["message"] == "In-place resize of containers with swap is not supported."
+    eventually(lambda: reconciler.resizes(Result.INFEASIBLE) == 1, what="Infeasible counted")
+    warned = eventually(
+        lambda: by_headroom(events(control_plane, managed_namespace, "cache", "ResizeInfeasible")),
+        what="Headroom's ResizeInfeasible event",
+    )
+    assert warned[0]["type"] == "Warning"
+    assert "with swap is not supported" in warned[0]["message"]
+    assert "not resizing for 15s" in warned[0]["message"]
+    backed_off = time.monotonic()
+
+    # A neighbour would lower it to 1000m; while backed off, Headroom leaves it at 1500m.
+    sent = headroom_resizes(real_cluster.plane, managed_namespace, "cache")
+    control_plane.apply(
+        builders.pod(
+            "neighbour",
+            namespace=namespace,
+            node=node,
+            containers=[builders.container("neighbour", cpu="500m")],
+        )
+    )
+    assert stays(
+        lambda: kubelets.observe(managed_namespace, "cache").containers["app"].spec == 1500,
+        seconds=max(0.0, 10 - (time.monotonic() - backed_off)),
+    )
+    assert headroom_resizes(real_cluster.plane, managed_namespace, "cache") == sent
+    # After the back-off Headroom resizes; the kubelet answers that Infeasible as well.
+    eventually(
+        lambda: kubelets.observe(managed_namespace, "cache").containers["app"].spec == 1000,
+        timeout=40,
+        what="Headroom's resize after the back-off",
+    )
+    assert headroom_resizes(real_cluster.plane, managed_namespace, "cache") == sent + 1
+    eventually(lambda: reconciler.resizes(Result.INFEASIBLE) == 2, what="the second Infeasible")
+    condition = pending(kubelets, managed_namespace, "cache")
+    assert condition is not None
+    assert condition["reason"] == "Infeasible"
+    eventually(
+        lambda: warnings(control_plane, managed_namespace, "cache") == 2, what="a second warning"
+    )
+    # Nothing was applied: the kubelet still runs the pod at its last feasible limit.
+    kept = kubelets.observe(managed_namespace, "cache").containers["app"]
+    assert (kept.status, kept.cgroup) == (1500, 1500)
+
+
+def test_a_guaranteed_pod_on_a_static_policy_node(
+    control_plane: Cluster,
+    real_cluster: RealCluster,
+    enforcing: Callable[..., None],
+    managed_namespace: str,
+    start_reconciler: Callable[..., Reconciler],
+    kubelets: Kubelets,
+) -> None:
+    """Headroom never manages a Guaranteed pod; resized by hand on a node with the static
+    CPU manager policy, it is the one resize such a kubelet refuses."""
+    reconciler = start_reconciler()
+    control_plane.apply(
+        builders.pod(
+            "pinned",
+            namespace=managed_namespace,
+            node=STATIC.name,
+            containers=[
+                builders.container(cpu="1", cpu_limit="1", memory="64Mi", memory_limit="64Mi")
+            ],
+        )
+    )
+    control_plane.kubectl("wait", "pod/pinned", "-n", managed_namespace,
+                          "--for=condition=Ready", "--timeout=110s")  # fmt: skip
+    assert explain(control_plane, managed_namespace, "pinned")["ineligible"] == "not-burstable"
+    # The static policy gave the container a CPU of its own (CPU 0 is the shared pool).
+    pod = kubelets.pod(managed_namespace, "pinned")
+    path = f"{container_cgroup(pod, 'app')}/cpuset.cpus.effective"
+    assert real_cluster.guest(STATIC.name).read(path)[path].strip() == "1"
+
+    tenant_resize(
+        control_plane,
+        managed_namespace,
+        "pinned",
+        {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}},
+    )
+    condition = eventually(
+        lambda: pending(kubelets, managed_namespace, "pinned"), what="the kubelet's answer"
+    )
+    assert condition["reason"] == "Infeasible"
+    assert 'CPU Manager policy "static"' in condition["message"]
+    assert by_kubelet(events(control_plane, managed_namespace, "pinned", "ResizeInfeasible"))
+    # Not Headroom's pod: not counted, not explained, not resized.
+    assert stays(lambda: reconciler.resizes(Result.INFEASIBLE) == 0, seconds=5)
+    assert not by_headroom(events(control_plane, managed_namespace, "pinned", "ResizeInfeasible"))
+    assert headroom_resizes(real_cluster.plane, managed_namespace, "pinned") == 0
+
+
+def test_a_burstable_pod_on_a_static_policy_node_is_resized_unless_excluded(
+    control_plane: Cluster,
+    enforcing: Callable[..., None],
+    managed_namespace: str,
+    namespace: str,
+    start_reconciler: Callable[..., Reconciler],
+    kubelets: Kubelets,
+) -> None:
+    """What the README says: under a static policy the kubelet resizes Burstable pods (the
+    only ones Headroom manages); preflight flags the node all the same, and
+    ``excludedNodeSelector`` takes it out of Headroom's hands."""
+    reconciler = start_reconciler()
+    node = STATIC.name
+    control_plane.apply(
+        builders.pod(
+            "worker",
+            namespace=managed_namespace,
+            node=node,
+            containers=[builders.container(cpu="200m")],
+        )
+    )
+    wait_agreed(
+        kubelets, managed_namespace, "worker", until=lambda s: s.containers["app"].spec == 1500
+    )
+    assert reconciler.resizes(Result.OK) >= 1
+    preflight = _preflight(control_plane)
+    assert any(
+        f["check"] == "static-resource-manager" and node in f["subject"] for f in preflight
+    ), preflight
+
+    enforcing(excludedNodeSelector={"matchLabels": {STATIC_POLICY_LABEL: "static"}})
+    eventually(
+        lambda: (
+            explain(control_plane, managed_namespace, "worker")["ineligible"] == "node-excluded"
+        ),
+        what="the node excluded",
+    )
+    assert not [f for f in _preflight(control_plane) if f["check"] == "static-resource-manager"]
+    # A neighbour no longer moves the excluded pod's limit.
+    control_plane.apply(
+        builders.pod(
+            "neighbour",
+            namespace=namespace,
+            node=node,
+            containers=[builders.container("neighbour", cpu="500m")],
+        )
+    )
+    control_plane.kubectl("wait", "pod/neighbour", "-n", namespace, "--for=condition=Ready",
+                          "--timeout=110s")  # fmt: skip
+    assert stays(
+        lambda: kubelets.observe(managed_namespace, "worker").containers["app"].spec == 1500,
+        seconds=5,
+    )
+
+
+def _preflight(cluster: Cluster) -> list[dict[str, Any]]:
+    # Findings make preflight exit non-zero: only its report is read here.
+    result = kubectl_headroom(cluster, "preflight", "-o", "json")
+    findings: list[dict[str, Any]] = json.loads(result.stdout)["findings"]
+    return findings
