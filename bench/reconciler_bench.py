@@ -50,7 +50,6 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +66,7 @@ from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
 from devcluster.oracle import Oracle
+from devcluster.timestamps import epoch_seconds
 
 REPO = Path(__file__).resolve().parents[1]
 MANAGED_SHARE = 4
@@ -220,7 +220,7 @@ class ReconcilerProcess:
                 synced = entry["ts"]
         if start is None or synced is None:
             return None
-        return _seconds(synced) - _seconds(start)
+        return epoch_seconds(synced) - epoch_seconds(start)
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -230,10 +230,6 @@ class ReconcilerProcess:
     def stop(self) -> None:
         self.popen.terminate()
         self.popen.wait(timeout=60)
-
-
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass(frozen=True)
@@ -273,7 +269,7 @@ class Audit:
             ref = event.get("objectRef") or {}
             kind = _kind(event.get("verb", ""), ref)
             key = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
-            self.writes.append(Write(kind, _seconds(event["requestReceivedTimestamp"]), key))
+            self.writes.append(Write(kind, epoch_seconds(event["requestReceivedTimestamp"]), key))
 
     def between(self, start: float, end: float) -> Counter[str]:
         self.refresh()

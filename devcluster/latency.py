@@ -25,7 +25,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from app.core.apipaths import PODS
@@ -34,6 +33,7 @@ from devcluster.controlplane import ControlPlane
 from devcluster.guests import PROBE_IMAGE, Guest
 from devcluster.kubeapi import KubeAPI
 from devcluster.kubepods import container_cgroup, cpu_max_millis
+from devcluster.timestamps import epoch_seconds
 
 POLL_SECONDS = 0.05
 # No scheduler has this name: the neighbour waits unbound until a trial binds it.
@@ -85,10 +85,6 @@ def neighbour(name: str, *, namespace: str, cpu: str) -> dict[str, Any]:
     }
 
 
-def _audit_time(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 def _resize_after(
     plane: ControlPlane, *, namespace: str, pod: str, since: float
 ) -> tuple[float, float]:
@@ -101,9 +97,9 @@ def _resize_after(
             and ref.get("name") == pod
             and event.get("responseStatus", {}).get("code") == 200
         ):
-            received = _audit_time(event["requestReceivedTimestamp"])
+            received = epoch_seconds(event["requestReceivedTimestamp"])
             if received >= since:
-                return received, _audit_time(event["stageTimestamp"])
+                return received, epoch_seconds(event["stageTimestamp"])
     raise TrialError(f"no accepted resize of {namespace}/{pod} after {since}")
 
 

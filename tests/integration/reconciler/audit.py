@@ -2,10 +2,10 @@
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from devcluster import ControlPlane
+from devcluster.timestamps import epoch_seconds
 
 
 @dataclass(frozen=True)
@@ -19,10 +19,6 @@ class Write:
     code: int
     # When the API server received the request (seconds since the epoch).
     received: float
-
-
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def writes(plane: ControlPlane) -> list[Write]:
@@ -43,7 +39,7 @@ def _write(event: dict[str, Any]) -> Write:
         name=str(ref.get("name") or ""),
         user=str((event.get("user") or {}).get("username") or ""),
         code=int((event.get("responseStatus") or {}).get("code") or 0),
-        received=_seconds(str(event["requestReceivedTimestamp"])),
+        received=epoch_seconds(str(event["requestReceivedTimestamp"])),
     )
 
 
