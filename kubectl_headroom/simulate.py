@@ -16,14 +16,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, NamedTuple
 
-import orjson
-
-from app.core.cluster import ClusterCache, Quiet, Unreadable
+from app.core.cluster import ClusterCache, Quiet, pod_record_from_dict
 from app.core.config import LabelSelector, Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, namespace_enrolled
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
-from app.core.pods import PodInfo, ResourceFacts, pod_info_from_dict, resource_facts
+from app.core.pods import PodInfo
 from app.core.policy import NodeResult, PodResult, Reason
 from app.core.quantity import QuantityError, parse_cpu_millis
 from app.core.views import object_key
@@ -153,23 +151,9 @@ def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]
     for vpa in snapshot.vpas or ():
         cache.apply_vpa(object_key(vpa), vpa)
     labels_by_uid: dict[str, Mapping[str, str]] = {}
-    # Replicas share one spec: its resource facts are worked out once per distinct spec.
-    facts: dict[bytes, ResourceFacts] = {}
     for raw in snapshot.pods:
-        spec = raw.get("spec") or {}
-        qos = (raw.get("status") or {}).get("qosClass")
-        key = orjson.dumps(
-            (spec.get("containers"), spec.get("initContainers"), spec.get("resources"), qos)
-        )
-        pod_key = object_key(raw)
-        try:
-            known = facts.get(key)
-            if known is None:
-                known = facts[key] = resource_facts(spec, qos_class=qos)
-            record: PodInfo | Unreadable = pod_info_from_dict(raw, facts=known)
-        except QuantityError as err:
-            record = Unreadable(key=pod_key, node_name=spec.get("nodeName") or "", reason=str(err))
-        cache.put_pod(pod_key, record)
+        record = pod_record_from_dict(raw)
+        cache.put_pod(record.key, record)
         if isinstance(record, PodInfo):
             labels_by_uid[record.uid] = raw["metadata"].get("labels") or {}
     return cache, labels_by_uid
