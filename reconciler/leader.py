@@ -193,12 +193,7 @@ class LeaderElector:
         lease = current.json()
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        record = (
-            holder,
-            spec.get("renewTime"),
-            spec.get("acquireTime"),
-            spec.get("leaseTransitions"),
-        )
+        record = _record(spec)
         if record != self._observed:
             self._observed = record
             self._observed_at = started
@@ -243,12 +238,16 @@ class LeaderElector:
         # Measured from before the request was sent: the lease may have been granted at
         # any point after that.
         self._renewed_at = started
-        spec = lease.get("spec") or {}
-        self._observed = (
-            spec.get("holderIdentity") or "",
-            spec.get("renewTime"),
-            spec.get("acquireTime"),
-            spec.get("leaseTransitions"),
-        )
+        self._observed = _record(lease.get("spec") or {})
         self._observed_at = started
         return True
+
+
+def _record(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies one renewal of a lease: a change means its holder is alive."""
+    return (
+        spec.get("holderIdentity") or "",
+        spec.get("renewTime"),
+        spec.get("acquireTime"),
+        spec.get("leaseTransitions"),
+    )
