@@ -97,12 +97,10 @@ class WriteGate:
         cached = self._cache.pods.get(planned.key)
         if cached is None or cached.uid != planned.uid:
             return POD_GONE
-        node = self._cache.nodes.get(cached.node_name)
         reason = pod_gate(
             config.settings,
             cached,
-            node=node,
+            node=self._cache.nodes.get(cached.node_name),
             lookups=self._cache,
-            node_resizes_pod_level=None if node is None else node.pod_level_resize,
         )
         return None if reason is None else str(reason)
