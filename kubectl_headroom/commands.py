@@ -17,7 +17,7 @@ from app.core.config import Settings
 from app.core.explain import factor_text
 from app.core.labels import LEASE_NAME
 from app.core.quantity import format_cpu_millis
-from app.io.http import ApiError, KubeHttp
+from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
 from kubectl_headroom import simulate_cli, version
 from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
@@ -30,8 +30,6 @@ from kubectl_headroom.snapshot_fetch import fetch_snapshot
 from kubectl_headroom.state import ClusterState, fetch_state, optional
 from kubectl_headroom.status import event_time, leader_status, summarize
 from kubectl_headroom.table import render as render_table
-
-_NOT_FOUND = 404
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,17 +148,15 @@ async def _explain(
     what_if: int | None,
 ) -> int:
     if args.pod is not None:
-        try:
-            pods = [await http.get(apipaths.PODS.path(namespace=namespace, name=args.pod))]
-        except ApiError as err:
-            if err.status != _NOT_FOUND:
-                raise
+        pod = await optional(http.get(apipaths.PODS.path(namespace=namespace, name=args.pod)))
+        if pod is None:
             defaulted = "" if args.namespace else " (the context's namespace; -n names another)"
             print(
                 f'error: pod "{args.pod}" not found in namespace "{namespace}"{defaulted}',
                 file=sys.stderr,
             )
             return EXIT_ERROR
+        pods = [pod]
     else:
         listed = await http.get(
             apipaths.PODS.path(namespace=namespace), params={"labelSelector": args.selector}

@@ -24,11 +24,10 @@ from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
 from app.core.pods import PodInfo
 from app.core.policy import NodeResult, PodResult, Reason
 from app.core.quantity import QuantityError, parse_cpu_millis
-from app.core.views import object_key
+from app.core.views import LIMITS_CPU, object_key
 from kubectl_headroom.snapshot import Obj, Snapshot
 
 _INFEASIBLE: Final = "Infeasible"
-_LIMITS_CPU: Final = "limits.cpu"
 # Namespace-gate stand-ins: simulate decides enrolment itself (with --enroll/--unenroll),
 # then hands the shared gates a selector every namespace passes.
 _EVERY_NAMESPACE: Final = LabelSelector(())
@@ -283,12 +282,12 @@ def _quota_blocks(outcomes: list[PodOutcome], quotas: Iterable[Obj]) -> list[Pod
 def _quota_room(quota: Obj) -> int | None:
     """``hard - used`` for ``limits.cpu`` in millicores, or None without such a limit."""
     hard = (quota.get("spec") or {}).get("hard") or {}
-    if _LIMITS_CPU not in hard:
+    if LIMITS_CPU not in hard:
         return None
     status = quota.get("status") or {}
     try:
-        limit = parse_cpu_millis(str((status.get("hard") or hard)[_LIMITS_CPU]))
-        used = parse_cpu_millis(str((status.get("used") or {}).get(_LIMITS_CPU, "0")))
+        limit = parse_cpu_millis(str((status.get("hard") or hard)[LIMITS_CPU]))
+        used = parse_cpu_millis(str((status.get("used") or {}).get(LIMITS_CPU, "0")))
     except QuantityError:
         return 0
     return max(limit - used, 0)
