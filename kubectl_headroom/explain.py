@@ -20,6 +20,7 @@ from app.core.config import Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, node_reason
 from app.core.explain import annotation_fields, explain, factor_text, shown_slack
+from app.core.explain import millis as _m
 from app.core.policy import NodeResult, PodResult, half_up_div
 from app.core.quantity import format_cpu_millis, parse_cpu_millis
 from app.core.views import object_key
@@ -211,10 +212,6 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     if last_event:
         lines += ["", f"Last CPULimitAdjusted: {last_event}"]
     return "\n".join(lines)
-
-
-def _m(millis: int) -> str:
-    return f"{millis}m"
 
 
 def _slack_line(slack_m: int) -> str:
