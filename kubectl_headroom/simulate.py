@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from app.core.cluster import ClusterCache, Quiet, pod_record_from_dict
 from app.core.config import LabelSelector, Settings
@@ -27,11 +27,9 @@ from app.core.quantity import QuantityError, parse_cpu_millis
 from app.core.views import LIMITS_CPU, object_key
 from kubectl_headroom.snapshot import Obj, Snapshot
 
-_INFEASIBLE: Final = "Infeasible"
 # Namespace-gate stand-ins: simulate decides enrolment itself (with --enroll/--unenroll),
 # then hands the shared gates a selector every namespace passes.
 _EVERY_NAMESPACE: Final = LabelSelector(())
-_ENROLLED: Final[Mapping[str, str]] = {}
 
 
 class Action(StrEnum):
@@ -122,24 +120,6 @@ def enrolled_namespaces(
     return enrolled, notes
 
 
-class _WhatIfEnrolment:
-    """The cluster's namespaced objects, with enrolment decided by the what-if: an enrolled
-    namespace answers the opened namespace gate, any other is unknown (not enrolled)."""
-
-    def __init__(self, cache: ClusterCache, enrolled: frozenset[str]) -> None:
-        self._cache = cache
-        self._enrolled = enrolled
-
-    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
-        return _ENROLLED if namespace in self._enrolled else None
-
-    def limit_range_caps(self, namespace: str) -> LimitRangeCaps:
-        return self._cache.limit_range_caps(namespace)
-
-    def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
-        return self._cache.vpas(namespace)
-
-
 def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]]:
     """The snapshot in the shared cluster cache, and each pod's labels (for ``-l``) by uid."""
     cache = ClusterCache(listener=Quiet())
@@ -167,13 +147,16 @@ def simulate(
 ) -> Simulation:
     enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
     cache, labels_by_uid = load(snapshot)
-    lookups = _WhatIfEnrolment(cache, frozenset(enrolled))
+    # The what-if enrolment: an enrolled namespace answers the opened namespace gate, any
+    # other is unknown to the cache (not enrolled).
+    for name in enrolled:
+        cache.apply_namespace(name, {"metadata": {"name": name}})
     opened = _open_namespace_gate(settings)
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
     unmanaged: list[Unmanaged] = []
     for index, node in enumerate(snapshot.nodes):
-        view = cache.node_view(node["metadata"]["name"], lookups=lookups)
+        view = cache.node_view(node["metadata"]["name"])
         assert view is not None  # loaded above
         decision = decide_node(view, opened)
         result = decision.result

@@ -239,9 +239,8 @@ class ClusterCache:
         on (a pod binds, leaves, changes its requests): equal counts, same targets."""
         return self._bookings.get(node, 0)
 
-    def node_view(self, name: str, *, lookups: Lookups | None = None) -> NodeView | None:
-        """What the node's decision reads; None when the node is gone. ``lookups`` replaces
-        this cache's namespace answers (``kubectl headroom simulate``'s what-if enrolment)."""
+    def node_view(self, name: str) -> NodeView | None:
+        """What the node's decision reads; None when the node is gone."""
         node = self.nodes.get(name)
         if node is None:
             return None
@@ -251,7 +250,7 @@ class ClusterCache:
             unreadable=tuple(u for u in self._unreadable.values() if u.node_name == name)
             if self._unreadable
             else (),
-            lookups=self if lookups is None else lookups,
+            lookups=self,
         )
 
     def nodes_in_namespace(self, namespace: str) -> set[str]:
