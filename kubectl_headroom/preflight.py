@@ -9,7 +9,7 @@ static CPU/Memory Manager; LimitRange caps; VPAs that control limits).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -90,11 +90,6 @@ def _server_version(state: ClusterState) -> Iterator[Finding]:
         )
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    labels: Mapping[str, str] = obj.get("metadata", {}).get("labels") or {}
-    return labels
-
-
 # The node gates Headroom applies by itself, as preflight findings: (check, fix).
 _NODE_GATES = {
     Ineligible.WINDOWS_NODE: ("windows-node", "keep workloads that need Headroom on Linux nodes"),
@@ -127,8 +122,9 @@ def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
                 fix,
             )
             continue
-        labels = _labels(node)
-        static = [key for key in _STATIC_MANAGER_LABELS if labels.get(key, "").lower() == "static"]
+        static = [
+            key for key in _STATIC_MANAGER_LABELS if facts.labels.get(key, "").lower() == "static"
+        ]
         if static:
             yield Finding(
                 "static-resource-manager",
@@ -151,22 +147,15 @@ def _quotas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
         subject = f"resourcequota/{namespace}/{meta['name']}"
         fix = f"replace limits.cpu with requests.cpu in spec.hard (see {RUNBOOK})"
         if namespace in scope:
-            yield Finding(
-                "limits-cpu-quota",
-                Severity.BLOCKER,
-                subject,
-                f"limits.cpu={hard['limits.cpu']} in a managed namespace: raises consume "
-                "tenant quota and over-budget raises fail with 403",
-                fix,
+            severity = Severity.BLOCKER
+            effect = (
+                " in a managed namespace: raises consume tenant quota and over-budget raises "
+                "fail with 403"
             )
         else:
-            yield Finding(
-                "limits-cpu-quota",
-                Severity.INFO,
-                subject,
-                f"limits.cpu={hard['limits.cpu']}; the namespace cannot be enrolled until it goes",
-                fix,
-            )
+            severity, effect = Severity.INFO, "; the namespace cannot be enrolled until it goes"
+        message = f"limits.cpu={hard['limits.cpu']}{effect}"
+        yield Finding("limits-cpu-quota", severity, subject, message, fix)
 
 
 def _limit_ranges(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
