@@ -17,10 +17,9 @@ from typing import Any
 from app.core.config import Settings
 from app.core.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
 from app.core.limitrange import limit_range_caps
-from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts
+from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts, resize_capable
 from app.core.quantity import format_cpu_millis
 from kubectl_headroom.state import ClusterState
-from kubectl_headroom.versions import supported
 
 RUNBOOK = "docs/operator-runbook.md#preflight"
 _MIN = MINIMUM_RESIZE_TEXT
@@ -71,7 +70,7 @@ def preflight(
 
 
 def _server_version(state: ClusterState) -> Iterator[Finding]:
-    ok = supported(state.server_version)
+    ok = resize_capable(state.server_version)
     if ok is False:
         yield Finding(
             "server-version",
