@@ -160,15 +160,9 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
 
 def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]:
     """The nodes to reconcile after a pod changed from `old` to `new` (None: absent)."""
-    if old is None and new is None:
+    if old is not None and new is not None and policy_view(old) == policy_view(new):
         return frozenset()
-    if old is None or new is None:
-        present = new if new is not None else old
-        assert present is not None
-        return frozenset({present.node_name} - {""})
-    if policy_view(old) == policy_view(new):
-        return frozenset()
-    return frozenset({old.node_name, new.node_name} - {""})
+    return frozenset({pod.node_name for pod in (old, new) if pod is not None} - {""})
 
 
 def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
