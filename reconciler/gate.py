@@ -31,9 +31,6 @@ class WriteGate:
         self._cache = cache
         self._may_write = may_write
 
-    def may_write(self) -> bool:
-        return self._may_write()
-
     def bookings_moved(self, plan_node: str, bookings: int) -> bool:
         """Whether the node's pods changed what targets depend on since a plan counted
         ``bookings``."""
