@@ -88,10 +88,7 @@ class NodeDecision:
 
     def reason(self, pod: PodInfo) -> Ineligible | None:
         """Why ``pod`` (one of the node's) is not managed; None when it is."""
-        for candidate, reason in self.unmanaged:
-            if candidate.uid == pod.uid:
-                return reason
-        return None
+        return next((reason for other, reason in self.unmanaged if other.uid == pod.uid), None)
 
 
 def pod_gate(
