@@ -72,21 +72,16 @@ def preflight(
 def _server_version(state: ClusterState) -> Iterator[Finding]:
     ok = resize_capable(state.server_version)
     if ok is False:
-        yield Finding(
-            "server-version",
-            Severity.BLOCKER,
-            "kube-apiserver",
-            f"server is {state.server_version}; in-place pod resize needs ≥ {_MIN}",
-            f"upgrade the control plane to {_MIN} or newer",
-        )
+        severity = Severity.BLOCKER
+        message = f"server is {state.server_version}; in-place pod resize needs ≥ {_MIN}"
+        fix = f"upgrade the control plane to {_MIN} or newer"
     elif ok is None:
-        yield Finding(
-            "server-version",
-            Severity.WARNING,
-            "kube-apiserver",
-            f"cannot parse server version {state.server_version!r}",
-            f"confirm the control plane is {_MIN} or newer",
-        )
+        severity = Severity.WARNING
+        message = f"cannot parse server version {state.server_version!r}"
+        fix = f"confirm the control plane is {_MIN} or newer"
+    else:
+        return
+    yield Finding("server-version", severity, "kube-apiserver", message, fix)
 
 
 # The node gates Headroom applies by itself, as preflight findings: (check, fix).

@@ -97,10 +97,6 @@ class LeaderElector:
         return self._leading and self._clock() < self._renewed_at + self._config.renew_deadline
 
     @property
-    def _collection(self) -> str:
-        return LEASES.path(namespace=self._config.namespace)
-
-    @property
     def _lease_path(self) -> str:
         return LEASES.path(namespace=self._config.namespace, name=self._config.name)
 
@@ -185,7 +181,8 @@ class LeaderElector:
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
                 "spec": spec,
             }
-            created = await self._api.request("POST", self._collection, body=body)
+            collection = LEASES.path(namespace=self._config.namespace)
+            created = await self._api.request("POST", collection, body=body)
             return self._accept(created.json() if created.ok else None, started=started)
         if not current.ok:
             log.warning("cannot read the lease: %s", current.message)
