@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -201,8 +201,8 @@ class _Explainer:
         self._namespace_labels = {
             ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
         }
-        self._limit_ranges = _group(state.limit_ranges)
-        self._vpas = _group(state.vpas or ())
+        self._limit_ranges = state.limit_ranges
+        self._vpas = state.vpas or ()
         self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
 
     async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
@@ -258,13 +258,6 @@ class _Explainer:
         elif alternative is not None:
             text += f"\n\nWith that request the pod would not be managed ({alternative.ineligible})"
         return document, text
-
-
-def _group(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for obj in objects:
-        grouped.setdefault(obj["metadata"]["namespace"], []).append(obj)
-    return grouped
 
 
 def _count(value: int | None) -> str:

@@ -69,8 +69,8 @@ def explain_pod(
     node: Obj,
     node_pods: Sequence[Obj],
     namespace_labels: Mapping[str, Mapping[str, str]],
-    limit_ranges: Mapping[str, Sequence[Obj]],
-    vpas: Mapping[str, Sequence[Obj]],
+    limit_ranges: Sequence[Obj],
+    vpas: Sequence[Obj],
     settings: Settings,
     what_if_request_m: int | None = None,
 ) -> PodExplanation:
@@ -83,12 +83,10 @@ def explain_pod(
     cache.apply_node(node["metadata"]["name"], node)
     for name, labels in namespace_labels.items():
         cache.apply_namespace(name, {"metadata": {"name": name, "labels": dict(labels)}})
-    for items in limit_ranges.values():
-        for limit_range in items:
-            cache.apply_limit_range(object_key(limit_range), limit_range)
-    for items in vpas.values():
-        for vpa in items:
-            cache.apply_vpa(object_key(vpa), vpa)
+    for limit_range in limit_ranges:
+        cache.apply_limit_range(object_key(limit_range), limit_range)
+    for vpa in vpas:
+        cache.apply_vpa(object_key(vpa), vpa)
     for raw in raw_pods:
         record = pod_record_from_dict(raw)
         cache.put_pod(record.key, record)
