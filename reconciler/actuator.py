@@ -107,9 +107,3 @@ class Actuator:
             self.resizer.run(workers=RESIZE_WORKERS),
             self.explanations.run(workers=EXPLAIN_WORKERS),
         )
-
-    async def settle(self) -> None:
-        await self.activity.settle()
-
-    async def wave_settled(self, *, quiet: float) -> None:
-        await self.activity.wave_settled(quiet=quiet)

@@ -104,7 +104,7 @@ class World:
             workers = asyncio.create_task(self.actuator.run())
             try:
                 result = await coroutine
-                await self.actuator.settle()
+                await self.actuator.activity.settle()
                 return result
             finally:
                 workers.cancel()
