@@ -298,14 +298,13 @@ def pod_wire(obj: Mapping[str, Any]) -> PodWire:
     return _convert(obj, PodWire)
 
 
-def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
+def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
     """Strip a pod held as a dict (an admission request, a listed or saved item).
 
-    ``facts``, when given, must be ``resource_facts`` of this pod's spec and status QoS
-    class; they are then not worked out again. Raises ``PodShapeError`` when a field has
-    the wrong type and ``QuantityError`` on a bad quantity.
+    Raises ``PodShapeError`` when a field has the wrong type and ``QuantityError`` on a
+    bad quantity.
     """
-    return pod_info(pod_wire(obj), facts=facts)
+    return pod_info(pod_wire(obj))
 
 
 def resource_facts(
@@ -394,14 +393,12 @@ def shared_facts(spec: PodSpecWire, *, qos_class: str | None) -> ResourceFacts:
     return facts
 
 
-def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
+def pod_info(wire: PodWire) -> PodInfo:
     """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
     metadata = wire.metadata or _NO_METADATA
     spec = wire.spec or _NO_SPEC
     status = wire.status or _NO_STATUS
     annotations = metadata.annotations or _NO_ANNOTATIONS
-    if facts is None:
-        facts = shared_facts(spec, qos_class=status.qosClass)
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
     pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
     return PodInfo(
@@ -419,7 +416,7 @@ def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
                 for ref in metadata.ownerReferences or ()
             )
         ),
-        facts=facts,
+        facts=shared_facts(spec, qos_class=status.qosClass),
         max_cpu_m=max_cpu_m,
         max_cpu_warning=max_cpu_warning,
         resize_pending=pending_reason,
