@@ -569,9 +569,17 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
     report.append(
         ("  fully explained after start", explained_text(fully - start_wall, needed, settings))
     )
-    report.append(("  writes", kinds_text(audit.between(start_wall, explained + 1))))
+    explained_cpu = cpu_seconds(process.popen.pid)
+    first_writes = audit.between(start_wall, explained + 1)
+    report.append(("  writes", kinds_text(first_writes)))
     report.append(
         ("reconciler CPU per converged pod", f"{first_cpu / max(1, needed) * 1000:.2f} ms")
+    )
+    report.append(
+        (
+            "  per write, until fully explained",
+            f"{explained_cpu / max(1, first_writes.total()) * 1000:.2f} ms",
+        )
     )
     steady_start = time.time()
     await asyncio.sleep(STEADY_SECONDS)
