@@ -88,7 +88,7 @@ bench-reconciler-large: $(STAMP) control-plane ## 1,000 nodes, 30,000 pods at th
 	$(BIN)/python -m bench.reconciler_bench --nodes 1000 --pods 30000 --burst 2000
 
 .PHONY: bench-reconciler-huge
-bench-reconciler-huge: $(STAMP) control-plane ## 5,000 nodes, 150,000 pods at clientQPS 200 (an hour or more)
+bench-reconciler-huge: $(STAMP) control-plane ## 5,000 nodes, 150,000 pods at clientQPS and explanationQPS 200 (about 45 minutes)
 	$(BIN)/python -m bench.reconciler_bench --nodes 5000 --pods 150000 --burst 5000 --client-qps 200
 
 .PHONY: bench-simulate
