@@ -269,7 +269,7 @@ class PodWire(msgspec.Struct, gc=False):
 # Distinct specs and owners remembered for sharing; far more than a cluster's workloads.
 _SHARED_RECORDS: Final = 8192
 _SPEC_KEY: Final = msgspec.json.Encoder()
-_FACTS: dict[tuple[bytes, str | None], "ResourceFacts"] = {}
+_FACTS: dict[tuple[bytes, str | None], ResourceFacts] = {}
 _NO_METADATA: Final = _MetadataWire()
 _NO_SPEC: Final = PodSpecWire()
 _NO_STATUS: Final = _StatusWire()
