@@ -87,6 +87,10 @@ bench-reconciler: $(STAMP) control-plane ## 200 nodes, 8,000 pods at the default
 bench-reconciler-large: $(STAMP) control-plane ## 1,000 nodes, 30,000 pods at the default write budget
 	$(BIN)/python -m bench.reconciler_bench --nodes 1000 --pods 30000 --burst 2000
 
+.PHONY: bench-reconciler-huge
+bench-reconciler-huge: $(STAMP) control-plane ## 5,000 nodes, 150,000 pods at clientQPS and explanationQPS 200 (about 45 minutes)
+	$(BIN)/python -m bench.reconciler_bench --nodes 5000 --pods 150000 --burst 5000 --client-qps 200
+
 .PHONY: bench-simulate
 bench-simulate: $(STAMP) ## kubectl headroom simulate over a 5,000-node, 150,000-pod snapshot
 	$(BIN)/python -m bench.simulate_bench

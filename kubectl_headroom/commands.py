@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ from app.core.config import Settings
 from app.core.explain import factor_text
 from app.core.labels import LEASE_NAME
 from app.core.quantity import format_cpu_millis
-from app.io.http import ApiError, KubeHttp
+from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
 from kubectl_headroom import simulate_cli, version
 from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
@@ -30,8 +30,6 @@ from kubectl_headroom.snapshot_fetch import fetch_snapshot
 from kubectl_headroom.state import ClusterState, fetch_state, optional
 from kubectl_headroom.status import event_time, leader_status, summarize
 from kubectl_headroom.table import render as render_table
-
-_NOT_FOUND = 404
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,17 +148,15 @@ async def _explain(
     what_if: int | None,
 ) -> int:
     if args.pod is not None:
-        try:
-            pods = [await http.get(apipaths.PODS.path(namespace=namespace, name=args.pod))]
-        except ApiError as err:
-            if err.status != _NOT_FOUND:
-                raise
+        pod = await optional(http.get(apipaths.PODS.path(namespace=namespace, name=args.pod)))
+        if pod is None:
             defaulted = "" if args.namespace else " (the context's namespace; -n names another)"
             print(
                 f'error: pod "{args.pod}" not found in namespace "{namespace}"{defaulted}',
                 file=sys.stderr,
             )
             return EXIT_ERROR
+        pods = [pod]
     else:
         listed = await http.get(
             apipaths.PODS.path(namespace=namespace), params={"labelSelector": args.selector}
@@ -205,8 +201,8 @@ class _Explainer:
         self._namespace_labels = {
             ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
         }
-        self._limit_ranges = _group(state.limit_ranges)
-        self._vpas = _group(state.vpas or ())
+        self._limit_ranges = state.limit_ranges
+        self._vpas = state.vpas or ()
         self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
 
     async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
@@ -262,13 +258,6 @@ class _Explainer:
         elif alternative is not None:
             text += f"\n\nWith that request the pod would not be managed ({alternative.ineligible})"
         return document, text
-
-
-def _group(objects: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    grouped: dict[str, list[Mapping[str, Any]]] = {}
-    for obj in objects:
-        grouped.setdefault(obj["metadata"]["namespace"], []).append(obj)
-    return grouped
 
 
 def _count(value: int | None) -> str:

@@ -20,6 +20,7 @@ from app.core.config import Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, node_reason
 from app.core.explain import annotation_fields, explain, factor_text, shown_slack
+from app.core.explain import millis as _m
 from app.core.policy import NodeResult, PodResult, half_up_div
 from app.core.quantity import format_cpu_millis, parse_cpu_millis
 from app.core.views import object_key
@@ -68,8 +69,8 @@ def explain_pod(
     node: Obj,
     node_pods: Sequence[Obj],
     namespace_labels: Mapping[str, Mapping[str, str]],
-    limit_ranges: Mapping[str, Sequence[Obj]],
-    vpas: Mapping[str, Sequence[Obj]],
+    limit_ranges: Sequence[Obj],
+    vpas: Sequence[Obj],
     settings: Settings,
     what_if_request_m: int | None = None,
 ) -> PodExplanation:
@@ -82,12 +83,10 @@ def explain_pod(
     cache.apply_node(node["metadata"]["name"], node)
     for name, labels in namespace_labels.items():
         cache.apply_namespace(name, {"metadata": {"name": name, "labels": dict(labels)}})
-    for items in limit_ranges.values():
-        for limit_range in items:
-            cache.apply_limit_range(object_key(limit_range), limit_range)
-    for items in vpas.values():
-        for vpa in items:
-            cache.apply_vpa(object_key(vpa), vpa)
+    for limit_range in limit_ranges:
+        cache.apply_limit_range(object_key(limit_range), limit_range)
+    for vpa in vpas:
+        cache.apply_vpa(object_key(vpa), vpa)
     for raw in raw_pods:
         record = pod_record_from_dict(raw)
         cache.put_pod(record.key, record)
@@ -211,10 +210,6 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     if last_event:
         lines += ["", f"Last CPULimitAdjusted: {last_event}"]
     return "\n".join(lines)
-
-
-def _m(millis: int) -> str:
-    return f"{millis}m"
 
 
 def _slack_line(slack_m: int) -> str:

@@ -9,7 +9,7 @@ static CPU/Memory Manager; LimitRange caps; VPAs that control limits).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
@@ -17,10 +17,9 @@ from typing import Any
 from app.core.config import Settings
 from app.core.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
 from app.core.limitrange import limit_range_caps
-from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts
+from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts, resize_capable
 from app.core.quantity import format_cpu_millis
 from kubectl_headroom.state import ClusterState
-from kubectl_headroom.versions import supported
 
 RUNBOOK = "docs/operator-runbook.md#preflight"
 _MIN = MINIMUM_RESIZE_TEXT
@@ -71,28 +70,18 @@ def preflight(
 
 
 def _server_version(state: ClusterState) -> Iterator[Finding]:
-    ok = supported(state.server_version)
+    ok = resize_capable(state.server_version)
     if ok is False:
-        yield Finding(
-            "server-version",
-            Severity.BLOCKER,
-            "kube-apiserver",
-            f"server is {state.server_version}; in-place pod resize needs ≥ {_MIN}",
-            f"upgrade the control plane to {_MIN} or newer",
-        )
+        severity = Severity.BLOCKER
+        message = f"server is {state.server_version}; in-place pod resize needs ≥ {_MIN}"
+        fix = f"upgrade the control plane to {_MIN} or newer"
     elif ok is None:
-        yield Finding(
-            "server-version",
-            Severity.WARNING,
-            "kube-apiserver",
-            f"cannot parse server version {state.server_version!r}",
-            f"confirm the control plane is {_MIN} or newer",
-        )
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    labels: Mapping[str, str] = obj.get("metadata", {}).get("labels") or {}
-    return labels
+        severity = Severity.WARNING
+        message = f"cannot parse server version {state.server_version!r}"
+        fix = f"confirm the control plane is {_MIN} or newer"
+    else:
+        return
+    yield Finding("server-version", severity, "kube-apiserver", message, fix)
 
 
 # The node gates Headroom applies by itself, as preflight findings: (check, fix).
@@ -127,8 +116,9 @@ def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
                 fix,
             )
             continue
-        labels = _labels(node)
-        static = [key for key in _STATIC_MANAGER_LABELS if labels.get(key, "").lower() == "static"]
+        static = [
+            key for key in _STATIC_MANAGER_LABELS if facts.labels.get(key, "").lower() == "static"
+        ]
         if static:
             yield Finding(
                 "static-resource-manager",
@@ -151,22 +141,15 @@ def _quotas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
         subject = f"resourcequota/{namespace}/{meta['name']}"
         fix = f"replace limits.cpu with requests.cpu in spec.hard (see {RUNBOOK})"
         if namespace in scope:
-            yield Finding(
-                "limits-cpu-quota",
-                Severity.BLOCKER,
-                subject,
-                f"limits.cpu={hard['limits.cpu']} in a managed namespace: raises consume "
-                "tenant quota and over-budget raises fail with 403",
-                fix,
+            severity = Severity.BLOCKER
+            effect = (
+                " in a managed namespace: raises consume tenant quota and over-budget raises "
+                "fail with 403"
             )
         else:
-            yield Finding(
-                "limits-cpu-quota",
-                Severity.INFO,
-                subject,
-                f"limits.cpu={hard['limits.cpu']}; the namespace cannot be enrolled until it goes",
-                fix,
-            )
+            severity, effect = Severity.INFO, "; the namespace cannot be enrolled until it goes"
+        message = f"limits.cpu={hard['limits.cpu']}{effect}"
+        yield Finding("limits-cpu-quota", severity, subject, message, fix)
 
 
 def _limit_ranges(state: ClusterState, scope: set[str]) -> Iterator[Finding]:

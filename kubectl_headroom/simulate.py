@@ -14,27 +14,22 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
-import orjson
-
-from app.core.cluster import ClusterCache, Quiet, Unreadable
+from app.core.cluster import ClusterCache, Quiet, pod_record_from_dict
 from app.core.config import LabelSelector, Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, namespace_enrolled
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
-from app.core.pods import PodInfo, ResourceFacts, pod_info_from_dict, resource_facts
+from app.core.pods import PodInfo
 from app.core.policy import NodeResult, PodResult, Reason
 from app.core.quantity import QuantityError, parse_cpu_millis
-from app.core.views import object_key
+from app.core.views import LIMITS_CPU, object_key
 from kubectl_headroom.snapshot import Obj, Snapshot
 
-_INFEASIBLE: Final = "Infeasible"
-_LIMITS_CPU: Final = "limits.cpu"
 # Namespace-gate stand-ins: simulate decides enrolment itself (with --enroll/--unenroll),
 # then hands the shared gates a selector every namespace passes.
 _EVERY_NAMESPACE: Final = LabelSelector(())
-_ENROLLED: Final[Mapping[str, str]] = {}
 
 
 class Action(StrEnum):
@@ -125,24 +120,6 @@ def enrolled_namespaces(
     return enrolled, notes
 
 
-class _WhatIfEnrolment:
-    """The cluster's namespaced objects, with enrolment decided by the what-if: an enrolled
-    namespace answers the opened namespace gate, any other is unknown (not enrolled)."""
-
-    def __init__(self, cache: ClusterCache, enrolled: frozenset[str]) -> None:
-        self._cache = cache
-        self._enrolled = enrolled
-
-    def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
-        return _ENROLLED if namespace in self._enrolled else None
-
-    def limit_range_caps(self, namespace: str) -> LimitRangeCaps:
-        return self._cache.limit_range_caps(namespace)
-
-    def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
-        return self._cache.vpas(namespace)
-
-
 def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]]:
     """The snapshot in the shared cluster cache, and each pod's labels (for ``-l``) by uid."""
     cache = ClusterCache(listener=Quiet())
@@ -153,23 +130,9 @@ def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]
     for vpa in snapshot.vpas or ():
         cache.apply_vpa(object_key(vpa), vpa)
     labels_by_uid: dict[str, Mapping[str, str]] = {}
-    # Replicas share one spec: its resource facts are worked out once per distinct spec.
-    facts: dict[bytes, ResourceFacts] = {}
     for raw in snapshot.pods:
-        spec = raw.get("spec") or {}
-        qos = (raw.get("status") or {}).get("qosClass")
-        key = orjson.dumps(
-            (spec.get("containers"), spec.get("initContainers"), spec.get("resources"), qos)
-        )
-        pod_key = object_key(raw)
-        try:
-            known = facts.get(key)
-            if known is None:
-                known = facts[key] = resource_facts(spec, qos_class=qos)
-            record: PodInfo | Unreadable = pod_info_from_dict(raw, facts=known)
-        except QuantityError as err:
-            record = Unreadable(key=pod_key, node_name=spec.get("nodeName") or "", reason=str(err))
-        cache.put_pod(pod_key, record)
+        record = pod_record_from_dict(raw)
+        cache.put_pod(record.key, record)
         if isinstance(record, PodInfo):
             labels_by_uid[record.uid] = raw["metadata"].get("labels") or {}
     return cache, labels_by_uid
@@ -184,13 +147,16 @@ def simulate(
 ) -> Simulation:
     enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
     cache, labels_by_uid = load(snapshot)
-    lookups = _WhatIfEnrolment(cache, frozenset(enrolled))
+    # The what-if enrolment: an enrolled namespace answers the opened namespace gate, any
+    # other is unknown to the cache (not enrolled).
+    for name in enrolled:
+        cache.apply_namespace(name, {"metadata": {"name": name}})
     opened = _open_namespace_gate(settings)
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
     unmanaged: list[Unmanaged] = []
     for index, node in enumerate(snapshot.nodes):
-        view = cache.node_view(node["metadata"]["name"], lookups=lookups)
+        view = cache.node_view(node["metadata"]["name"])
         assert view is not None  # loaded above
         decision = decide_node(view, opened)
         result = decision.result
@@ -299,12 +265,12 @@ def _quota_blocks(outcomes: list[PodOutcome], quotas: Iterable[Obj]) -> list[Pod
 def _quota_room(quota: Obj) -> int | None:
     """``hard - used`` for ``limits.cpu`` in millicores, or None without such a limit."""
     hard = (quota.get("spec") or {}).get("hard") or {}
-    if _LIMITS_CPU not in hard:
+    if LIMITS_CPU not in hard:
         return None
     status = quota.get("status") or {}
     try:
-        limit = parse_cpu_millis(str((status.get("hard") or hard)[_LIMITS_CPU]))
-        used = parse_cpu_millis(str((status.get("used") or {}).get(_LIMITS_CPU, "0")))
+        limit = parse_cpu_millis(str((status.get("hard") or hard)[LIMITS_CPU]))
+        used = parse_cpu_millis(str((status.get("used") or {}).get(LIMITS_CPU, "0")))
     except QuantityError:
         return 0
     return max(limit - used, 0)

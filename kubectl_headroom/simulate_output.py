@@ -6,6 +6,7 @@ import sys
 from typing import Any, TextIO
 
 from app.core.explain import factor_text
+from app.core.explain import millis as _m
 from kubectl_headroom.simulate import Simulation, View, totals
 from kubectl_headroom.table import render
 
@@ -74,10 +75,6 @@ def summary(simulation: Simulation, view: View) -> str:
     if simulation.unreadable:
         lines.append(f"Skipped (invalid quantity): {', '.join(simulation.unreadable)}")
     return "\n".join(lines)
-
-
-def _m(millis: int) -> str:
-    return f"{millis}m"
 
 
 def document(simulation: Simulation, view: View) -> dict[str, Any]:

@@ -33,8 +33,6 @@ class ClusterState:
 
     def settings(self) -> tuple[Settings, str | None]:
         """The config's settings, or the defaults and the reason they were used."""
-        if self.config is None:
-            return parse_config(None), None
         try:
             return parse_config(self.config), None
         except ConfigError as err:

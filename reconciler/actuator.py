@@ -95,16 +95,6 @@ class Actuator:
                 item.pod, annotation=item.annotation, adjusted=item.adjusted, warning=item.warning
             )
 
-    def pending_annotation(self, key: str) -> str | None:
-        """The annotation queued for this pod and not yet written, if any."""
-        return self.explanations.annotation(key)
-
-    def resizing(self, node: str) -> bool:
-        return self.resizer.resizing(node)
-
-    def forget_node(self, node: str) -> None:
-        self.resizer.forget_node(node)
-
     def clear(self) -> None:
         """Call off everything not yet sent (leadership ended)."""
         self.resizer.clear()
@@ -117,9 +107,3 @@ class Actuator:
             self.resizer.run(workers=RESIZE_WORKERS),
             self.explanations.run(workers=EXPLAIN_WORKERS),
         )
-
-    async def settle(self) -> None:
-        await self.activity.settle()
-
-    async def wave_settled(self, *, quiet: float) -> None:
-        await self.activity.wave_settled(quiet=quiet)

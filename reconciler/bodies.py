@@ -31,12 +31,7 @@ def resize_apply_body(
     spec: dict[str, Any] = {"containers": _limits(containers)}
     if sidecars:
         spec["initContainers"] = _limits(sidecars)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
+    return _pod_apply(namespace=namespace, name=name, spec=spec)
 
 
 def pod_level_resize_apply_body(*, namespace: str, name: str, cpu_m: int) -> dict[str, Any]:
@@ -45,11 +40,16 @@ def pod_level_resize_apply_body(*, namespace: str, name: str, cpu_m: int) -> dic
     Pods with pod-level resources get their limit there; their containers' limits are
     never named, so Headroom never owns or changes them.
     """
+    spec = {"resources": {"limits": {"cpu": format_cpu_millis(cpu_m)}}}
+    return _pod_apply(namespace=namespace, name=name, spec=spec)
+
+
+def _pod_apply(*, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"resources": {"limits": {"cpu": format_cpu_millis(cpu_m)}}},
+        "spec": spec,
     }
 
 

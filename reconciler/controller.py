@@ -216,7 +216,7 @@ class Controller:
 
     def _settling(self, node: str) -> bool:
         """Whether the node is due for another look or still has resizes to send."""
-        return node in self.queue or self.actuator.resizing(node)
+        return node in self.queue or self.actuator.resizer.resizing(node)
 
 
 def _log_unreadable(pod: Unreadable) -> None:

@@ -31,9 +31,6 @@ class WriteGate:
         self._cache = cache
         self._may_write = may_write
 
-    def may_write(self) -> bool:
-        return self._may_write()
-
     def bookings_moved(self, plan_node: str, bookings: int) -> bool:
         """Whether the node's pods changed what targets depend on since a plan counted
         ``bookings``."""
@@ -97,12 +94,10 @@ class WriteGate:
         cached = self._cache.pods.get(planned.key)
         if cached is None or cached.uid != planned.uid:
             return POD_GONE
-        node = self._cache.nodes.get(cached.node_name)
         reason = pod_gate(
             config.settings,
             cached,
-            node=node,
+            node=self._cache.nodes.get(cached.node_name),
             lookups=self._cache,
-            node_resizes_pod_level=None if node is None else node.pod_level_resize,
         )
         return None if reason is None else str(reason)

@@ -97,10 +97,6 @@ class LeaderElector:
         return self._leading and self._clock() < self._renewed_at + self._config.renew_deadline
 
     @property
-    def _collection(self) -> str:
-        return LEASES.path(namespace=self._config.namespace)
-
-    @property
     def _lease_path(self) -> str:
         return LEASES.path(namespace=self._config.namespace, name=self._config.name)
 
@@ -185,7 +181,8 @@ class LeaderElector:
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
                 "spec": spec,
             }
-            created = await self._api.request("POST", self._collection, body=body)
+            collection = LEASES.path(namespace=self._config.namespace)
+            created = await self._api.request("POST", collection, body=body)
             return self._accept(created.json() if created.ok else None, started=started)
         if not current.ok:
             log.warning("cannot read the lease: %s", current.message)
@@ -193,12 +190,7 @@ class LeaderElector:
         lease = current.json()
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        record = (
-            holder,
-            spec.get("renewTime"),
-            spec.get("acquireTime"),
-            spec.get("leaseTransitions"),
-        )
+        record = _record(spec)
         if record != self._observed:
             self._observed = record
             self._observed_at = started
@@ -243,12 +235,16 @@ class LeaderElector:
         # Measured from before the request was sent: the lease may have been granted at
         # any point after that.
         self._renewed_at = started
-        spec = lease.get("spec") or {}
-        self._observed = (
-            spec.get("holderIdentity") or "",
-            spec.get("renewTime"),
-            spec.get("acquireTime"),
-            spec.get("leaseTransitions"),
-        )
+        self._observed = _record(lease.get("spec") or {})
         self._observed_at = started
         return True
+
+
+def _record(spec: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies one renewal of a lease: a change means its holder is alive."""
+    return (
+        spec.get("holderIdentity") or "",
+        spec.get("renewTime"),
+        spec.get("acquireTime"),
+        spec.get("leaseTransitions"),
+    )

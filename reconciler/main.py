@@ -258,8 +258,8 @@ async def run(args: argparse.Namespace) -> int:
             spawn(controller.report_status())
             trim = malloc_trim()
             if trim is not None:
-                actuator = controller.actuator
-                spawn(release_after_waves(lambda quiet: actuator.wave_settled(quiet=quiet), trim))
+                activity = controller.actuator.activity
+                spawn(release_after_waves(lambda quiet: activity.wave_settled(quiet=quiet), trim))
             ended = await _first_done([stopped, *tasks])
         if ended is not stopped:
             # Every task runs until shutdown; one that ends means the process cannot work.

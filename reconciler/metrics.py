@@ -4,6 +4,8 @@ Names and label values are the runbook's; every `result` exists at zero from sta
 that alerts on `increase(...)` see the first event.
 """
 
+import contextlib
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.outcomes import Result
@@ -72,20 +74,14 @@ class ReconcilerMetrics:
         if count:
             self.pool_pods_managed.labels(pool=pool).set(count)
             return
-        try:
+        with contextlib.suppress(KeyError):
             self.pool_pods_managed.remove(pool)
-        except KeyError:
-            return
 
     def forget_pod(self, *, namespace: str, pod: str) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             self.pod_limit_cores.remove(namespace, pod)
-        except KeyError:
-            return
 
     def forget_node(self, node: str) -> None:
         for gauge in (self.node_factor, self.node_slack_cores):
-            try:
+            with contextlib.suppress(KeyError):
                 gauge.remove(node)
-            except KeyError:
-                continue

@@ -151,13 +151,11 @@ class PodMemory:
     def retain(self, uids: Iterable[str]) -> None:
         """Forget every pod not in `uids` (pods that left the cluster)."""
         live = set(uids)
-        for uid in [uid for uid in self._backoff if uid not in live]:
-            del self._backoff[uid]
         for key in [key for key in self._reported if key[0] not in live]:
             del self._reported[key]
-        for writes in (self._resized, self._annotated):
-            for uid in [uid for uid in writes if uid not in live]:
-                del writes[uid]
+        for by_uid in (self._backoff, self._resized, self._annotated):
+            for uid in [uid for uid in by_uid if uid not in live]:
+                del by_uid[uid]
         self._edited &= live
 
 

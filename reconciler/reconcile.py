@@ -89,7 +89,7 @@ class NodeReconciler:
     def forget_node(self, node_name: str) -> None:
         self._set_tally(node_name, None)
         self._metrics.forget_node(node_name)
-        self._actuator.forget_node(node_name)
+        self._actuator.resizer.forget_node(node_name)
 
     def forget_all(self) -> None:
         for node_name in list(self._tallies):
@@ -111,7 +111,7 @@ class NodeReconciler:
             plan,
             bookings=self._cache.bookings(node_name),
             memory=self._memory,
-            pending_annotation=self._actuator.pending_annotation,
+            pending_annotation=self._actuator.explanations.annotation,
             metrics=self._metrics,
             now=self._wall_clock(),
             round_=round_,

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 import orjson
@@ -65,14 +66,9 @@ def create_app(
     async def config(request: AdmissionRequest) -> Decision:
         return review_config(request)
 
-    async def quotas(request: AdmissionRequest) -> Decision:
-        return await review_quota(request, cluster=cluster)
-
-    async def namespaces(request: AdmissionRequest) -> Decision:
-        return await review_namespace(request, cluster=cluster)
-
-    async def pods(request: AdmissionRequest) -> Decision:
-        return await review_pod(request, cluster=cluster)
+    quotas = partial(review_quota, cluster=cluster)
+    namespaces = partial(review_namespace, cluster=cluster)
+    pods = partial(review_pod, cluster=cluster)
 
     # The config handler reads no field blindly: the validator checks every one.
     routes = [

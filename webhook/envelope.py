@@ -3,7 +3,7 @@
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NotRequired, TypedDict, cast
+from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
 
 import orjson
 
@@ -14,6 +14,7 @@ KIND: Final = "AdmissionReview"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 _OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+T = TypeVar("T")
 # How much of a caller's string an error message repeats.
 _SHOWN_CHARS: Final = 64
 
@@ -96,11 +97,11 @@ def parse_review(body: bytes) -> AdmissionRequest:
         uid=uid,
         kind=_gvk(request.get("kind")),
         operation=cast(Operation, operation),
-        namespace=_optional_str(request, "namespace"),
-        name=_optional_str(request, "name"),
+        namespace=_optional(request, "namespace", str, "", "a string"),
+        name=_optional(request, "name", str, "", "a string"),
         object=_optional_object(request, "object"),
         old_object=_optional_object(request, "oldObject"),
-        dry_run=_optional_bool(request, "dryRun"),
+        dry_run=_optional(request, "dryRun", bool, False, "a boolean"),
     )
 
 
@@ -127,12 +128,13 @@ def _gvk(value: object) -> GroupVersionKind:
     return GroupVersionKind(group=parts["group"], version=parts["version"], kind=parts["kind"])
 
 
-def _optional_str(request: Mapping[str, Any], key: str) -> str:
+def _optional(request: Mapping[str, Any], key: str, kind: type[T], default: T, noun: str) -> T:
+    """The field's value, ``default`` when it is absent or null."""
     value = request.get(key)
     if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise BadReview(f"request.{key} must be a string")
+        return default
+    if not isinstance(value, kind):
+        raise BadReview(f"request.{key} must be {noun}")
     return value
 
 
@@ -140,15 +142,6 @@ def _optional_object(request: Mapping[str, Any], key: str) -> Mapping[str, Any] 
     value = request.get(key)
     if value is not None and not isinstance(value, dict):
         raise BadReview(f"request.{key} must be an object or null")
-    return value
-
-
-def _optional_bool(request: Mapping[str, Any], key: str) -> bool:
-    value = request.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise BadReview(f"request.{key} must be a boolean")
     return value
 
 

@@ -43,7 +43,7 @@ def limits_patch(
             elif resources["limits"].get("cpu") != cpu:
                 # "add" on an existing member replaces it (RFC 6902, 4.1).
                 operations.append({"op": "add", "path": f"{path}/limits/cpu", "value": cpu})
-    return _patch(operations)
+    return _checked(operations) if operations else None
 
 
 def pod_limit_patch(pod: Mapping[str, Any], limit_m: int) -> list[dict[str, Any]]:
@@ -56,12 +56,9 @@ def pod_limit_patch(pod: Mapping[str, Any], limit_m: int) -> list[dict[str, Any]
         operation = {"op": "add", "path": "/spec/resources/limits/cpu", "value": cpu}
     else:
         operation = {"op": "add", "path": "/spec/resources/limits", "value": {"cpu": cpu}}
-    patch: list[dict[str, Any]] = jsonpatch.JsonPatch([operation]).patch
-    return patch
+    return _checked([operation])
 
 
-def _patch(operations: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    if not operations:
-        return None
+def _checked(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:
     patch: list[dict[str, Any]] = jsonpatch.JsonPatch(operations).patch
     return patch

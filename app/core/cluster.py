@@ -160,15 +160,12 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
 
 def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]:
     """The nodes to reconcile after a pod changed from `old` to `new` (None: absent)."""
-    if old is None and new is None:
-        return frozenset()
-    if old is None or new is None:
-        present = new if new is not None else old
-        assert present is not None
-        return frozenset({present.node_name} - {""})
-    if policy_view(old) == policy_view(new):
-        return frozenset()
-    return frozenset({old.node_name, new.node_name} - {""})
+    if old is not None and new is not None:
+        if policy_view(old) == policy_view(new):
+            return frozenset()
+        return frozenset({old.node_name, new.node_name} - {""})
+    present = new if new is not None else old
+    return frozenset() if present is None else frozenset({present.node_name} - {""})
 
 
 def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
@@ -239,9 +236,8 @@ class ClusterCache:
         on (a pod binds, leaves, changes its requests): equal counts, same targets."""
         return self._bookings.get(node, 0)
 
-    def node_view(self, name: str, *, lookups: Lookups | None = None) -> NodeView | None:
-        """What the node's decision reads; None when the node is gone. ``lookups`` replaces
-        this cache's namespace answers (``kubectl headroom simulate``'s what-if enrolment)."""
+    def node_view(self, name: str) -> NodeView | None:
+        """What the node's decision reads; None when the node is gone."""
         node = self.nodes.get(name)
         if node is None:
             return None
@@ -251,7 +247,7 @@ class ClusterCache:
             unreadable=tuple(u for u in self._unreadable.values() if u.node_name == name)
             if self._unreadable
             else (),
-            lookups=self if lookups is None else lookups,
+            lookups=self,
         )
 
     def nodes_in_namespace(self, namespace: str) -> set[str]:

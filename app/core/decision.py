@@ -29,7 +29,6 @@ from app.core.eligibility import (
     vpa_targets_pod,
 )
 from app.core.limitrange import LimitRangeCaps
-from app.core.nodes import NodeView as NodeFacts
 from app.core.pods import PodInfo, booked_cpu_m
 from app.core.policy import NodeInput, NodeResult, compute_node
 from app.core.views import NodeRecord
@@ -89,19 +88,15 @@ class NodeDecision:
 
     def reason(self, pod: PodInfo) -> Ineligible | None:
         """Why ``pod`` (one of the node's) is not managed; None when it is."""
-        for candidate, reason in self.unmanaged:
-            if candidate.uid == pod.uid:
-                return reason
-        return None
+        return next((reason for other, reason in self.unmanaged if other.uid == pod.uid), None)
 
 
 def pod_gate(
     settings: Settings,
     pod: PodInfo,
     *,
-    node: NodeFacts | None,
+    node: NodeRecord | None,
     lookups: Lookups,
-    node_resizes_pod_level: bool | None = None,
 ) -> Ineligible | None:
     """Every gate but back-off, for one pod: the first it fails, or None.
 
@@ -120,7 +115,7 @@ def pod_gate(
         node=node,
         backed_off=False,
         vpa_controls_limits=controlled,
-        node_resizes_pod_level=node_resizes_pod_level,
+        node_resizes_pod_level=None if node is None else node.pod_level_resize,
     )
 
 
@@ -137,13 +132,7 @@ def decide_node(
     fresh: list[PodInfo] = []
     retry: float | None = None
     for pod in view.pods:
-        reason = pod_gate(
-            node_settings,
-            pod,
-            node=node,
-            lookups=lookups,
-            node_resizes_pod_level=node.pod_level_resize,
-        )
+        reason = pod_gate(node_settings, pod, node=node, lookups=lookups)
         if reason is None:
             remaining = remembered.pod_backoff(pod, node_settings)
             if remaining > 0:

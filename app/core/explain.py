@@ -76,11 +76,11 @@ def annotation_fields(explanation: Explanation) -> dict[str, Any]:
     time), formatted as it carries them."""
     fields: dict[str, Any] = {
         "factor": explanation.factor,
-        "slack": _millis(explanation.slack_m),
-        **({"overbooked": _millis(explanation.overbooked_m)} if explanation.overbooked_m else {}),
-        "managedRequests": _millis(explanation.managed_m),
+        "slack": millis(explanation.slack_m),
+        **({"overbooked": millis(explanation.overbooked_m)} if explanation.overbooked_m else {}),
+        "managedRequests": millis(explanation.managed_m),
         "nodePods": explanation.node_pods,
-        "targetLimit": _millis(explanation.target_m),
+        "targetLimit": millis(explanation.target_m),
     }
     if explanation.pool is not None:
         fields["pool"] = explanation.pool
@@ -109,7 +109,7 @@ def event_message(explanation: Explanation) -> str:
     An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``; a node in a pool
     adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``.
     """
-    current = _millis(explanation.current_m) if explanation.current_m else "unset"
+    current = millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
     allocatable = format_cores(explanation.allocatable_m)
     overbooked = ""
@@ -118,7 +118,7 @@ def event_message(explanation: Explanation) -> str:
         overbooked = f", overbooked by {format_cores(explanation.overbooked_m)} {noun}"
     pool = "" if explanation.pool is None else f", pool {explanation.pool}"
     message = (
-        f"{current} -> {_millis(explanation.target_m)} "
+        f"{current} -> {millis(explanation.target_m)} "
         f"(node factor {explanation.factor}, slack {slack}/{allocatable} cores{overbooked}{pool})"
     )
     return f"would set {message}" if explanation.dry_run else message
@@ -156,5 +156,6 @@ def _same_apart_from_time(previous: str, fields: dict[str, Any]) -> bool:
     return {key: value for key, value in old.items() if key != _COMPUTED_AT} == fields
 
 
-def _millis(millis: int) -> str:
-    return f"{millis}m"
+def millis(value: int) -> str:
+    """Millicores as the annotation, the events and the plugin show them: ``"1500m"``."""
+    return f"{value}m"

@@ -8,14 +8,14 @@ On a 1.35 server the field is not even served (NodeDeclaredFeatures is alpha the
 the API server refuses any resize of a pod with pod-level resources.
 """
 
-import re
 from collections.abc import Mapping
 from typing import Any, Final
+
+from app.core.nodes import major_minor
 
 POD_LEVEL_RESIZE: Final = "InPlacePodLevelResourcesVerticalScaling"
 # The release where that feature turned beta, on by default, in the API server.
 POD_LEVEL_RESIZE_ON_BY_DEFAULT: Final = (1, 36)
-_VERSION: Final = re.compile(r"^v?(\d+)\.(\d+)")
 
 
 def declared_features(node: Mapping[str, Any]) -> frozenset[str]:
@@ -36,7 +36,5 @@ def server_resizes_pod_level_by_default(git_version: str) -> bool:
     Only the mutating webhook uses this, to decide whether a birth limit at pod level
     can be adjusted later: a pod being created has no node to ask yet.
     """
-    match = _VERSION.match(git_version.strip())
-    if match is None:
-        return False
-    return (int(match.group(1)), int(match.group(2))) >= POD_LEVEL_RESIZE_ON_BY_DEFAULT
+    version = major_minor(git_version)
+    return version is not None and version >= POD_LEVEL_RESIZE_ON_BY_DEFAULT

@@ -66,18 +66,10 @@ class PodLevelResources:
 
 
 @dataclass(frozen=True, slots=True)
-class PodInfo:
-    namespace: str
-    name: str
-    uid: str
-    # "" while the pod is not bound.
-    node_name: str
-    phase: str
-    deleting: bool
-    mirror: bool
-    # Only kube-headroom.dev/mode, the one label a decision reads.
-    labels: Mapping[str, str]
-    owners: tuple[OwnerRef, ...]
+class ResourceFacts:
+    """What a pod's containers and resources settle: the same for every pod of one
+    template, so a caller reading many pods may compute it once per distinct spec."""
+
     # App containers in spec order, then sidecars in spec order.
     containers: tuple[ContainerInfo, ...]
     # Those of them with a CPU request: the only ones Headroom sets limits on.
@@ -92,6 +84,25 @@ class PodInfo:
     # c: their CPU limits summed over request-bearing containers; 0 if any has none.
     # With pod-level resources: the pod-level CPU limit, 0 while unset.
     limit_m: int
+    # Set only for pods that declare pod-level resources (few do).
+    pod_resources: PodLevelResources | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    uid: str
+    # "" while the pod is not bound.
+    node_name: str
+    phase: str
+    deleting: bool
+    mirror: bool
+    # Only kube-headroom.dev/mode, the one label a decision reads.
+    labels: Mapping[str, str]
+    owners: tuple[OwnerRef, ...]
+    # The containers and resources, shared by every pod of one spec.
+    facts: ResourceFacts
     max_cpu_m: int | None
     max_cpu_warning: str | None
     # Reason of a PodResizePending condition ("Deferred", "Infeasible"), if any.
@@ -102,8 +113,38 @@ class PodInfo:
     generation: int | None
     observed_generation: int | None
     status_annotation: str | None
-    # Set only for pods that declare pod-level resources (few do), to keep records small.
-    pod_resources: PodLevelResources | None = None
+
+    @property
+    def containers(self) -> tuple[ContainerInfo, ...]:
+        return self.facts.containers
+
+    @property
+    def cpu_containers(self) -> tuple[ContainerInfo, ...]:
+        return self.facts.cpu_containers
+
+    @property
+    def init_cpu_requests_m(self) -> tuple[int, ...]:
+        return self.facts.init_cpu_requests_m
+
+    @property
+    def qos_class(self) -> str:
+        return self.facts.qos_class
+
+    @property
+    def guaranteed_if_pinned(self) -> bool:
+        return self.facts.guaranteed_if_pinned
+
+    @property
+    def request_m(self) -> int:
+        return self.facts.request_m
+
+    @property
+    def limit_m(self) -> int:
+        return self.facts.limit_m
+
+    @property
+    def pod_resources(self) -> PodLevelResources | None:
+        return self.facts.pod_resources
 
     @property
     def key(self) -> str:
@@ -121,21 +162,6 @@ class _Resources:
     cpu_limit: Fraction | None
     memory_request: Fraction | None
     memory_limit: Fraction | None
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceFacts:
-    """What a pod's containers and resources settle: the same for every pod of one
-    template, so a caller reading many pods may compute it once per distinct spec."""
-
-    containers: tuple[ContainerInfo, ...]
-    cpu_containers: tuple[ContainerInfo, ...]
-    init_cpu_requests_m: tuple[int, ...]
-    qos_class: str
-    guaranteed_if_pinned: bool
-    request_m: int
-    limit_m: int
-    pod_resources: PodLevelResources | None
 
 
 # The wire schema: only the fields Headroom reads. Quantities are strings on the wire;
@@ -243,7 +269,7 @@ class PodWire(msgspec.Struct, gc=False):
 # Distinct specs and owners remembered for sharing; far more than a cluster's workloads.
 _SHARED_RECORDS: Final = 8192
 _SPEC_KEY: Final = msgspec.json.Encoder()
-_FACTS: dict[tuple[bytes, str | None], "ResourceFacts"] = {}
+_FACTS: dict[tuple[bytes, str | None], ResourceFacts] = {}
 _NO_METADATA: Final = _MetadataWire()
 _NO_SPEC: Final = PodSpecWire()
 _NO_STATUS: Final = _StatusWire()
@@ -272,14 +298,13 @@ def pod_wire(obj: Mapping[str, Any]) -> PodWire:
     return _convert(obj, PodWire)
 
 
-def pod_info_from_dict(obj: Mapping[str, Any], *, facts: ResourceFacts | None = None) -> PodInfo:
+def pod_info_from_dict(obj: Mapping[str, Any]) -> PodInfo:
     """Strip a pod held as a dict (an admission request, a listed or saved item).
 
-    ``facts``, when given, must be ``resource_facts`` of this pod's spec and status QoS
-    class; they are then not worked out again. Raises ``PodShapeError`` when a field has
-    the wrong type and ``QuantityError`` on a bad quantity.
+    Raises ``PodShapeError`` when a field has the wrong type and ``QuantityError`` on a
+    bad quantity.
     """
-    return pod_info(pod_wire(obj), facts=facts)
+    return pod_info(pod_wire(obj))
 
 
 def resource_facts(
@@ -368,14 +393,12 @@ def shared_facts(spec: PodSpecWire, *, qos_class: str | None) -> ResourceFacts:
     return facts
 
 
-def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
+def pod_info(wire: PodWire) -> PodInfo:
     """Strip a decoded pod; raises ``QuantityError`` on a bad quantity."""
     metadata = wire.metadata or _NO_METADATA
     spec = wire.spec or _NO_SPEC
     status = wire.status or _NO_STATUS
     annotations = metadata.annotations or _NO_ANNOTATIONS
-    if facts is None:
-        facts = shared_facts(spec, qos_class=status.qosClass)
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
     pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
     return PodInfo(
@@ -393,13 +416,7 @@ def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
                 for ref in metadata.ownerReferences or ()
             )
         ),
-        containers=facts.containers,
-        cpu_containers=facts.cpu_containers,
-        init_cpu_requests_m=facts.init_cpu_requests_m,
-        qos_class=facts.qos_class,
-        guaranteed_if_pinned=facts.guaranteed_if_pinned,
-        request_m=facts.request_m,
-        limit_m=facts.limit_m,
+        facts=shared_facts(spec, qos_class=status.qosClass),
         max_cpu_m=max_cpu_m,
         max_cpu_warning=max_cpu_warning,
         resize_pending=pending_reason,
@@ -408,7 +425,6 @@ def pod_info(wire: PodWire, *, facts: ResourceFacts | None = None) -> PodInfo:
         generation=metadata.generation,
         observed_generation=status.observedGeneration,
         status_annotation=annotations.status,
-        pod_resources=facts.pod_resources,
     )
 
 

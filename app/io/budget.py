@@ -88,12 +88,9 @@ class TokenBucket:
 class WriteBudget:
     def __init__(self, *, rate: float, burst: int, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else LoopClock()
-        self._bucket = TokenBucket(rate=rate, burst=burst, clock=self._now)
+        self._bucket = TokenBucket(rate=rate, burst=burst, clock=self._clock)
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._timer: Timer | None = None
-
-    def _now(self) -> float:
-        return self._clock()
 
     @property
     def rate(self) -> float:

@@ -289,45 +289,29 @@ def cache_reflectors(
     *, api: ListWatcher, cache: ClusterCache, kinds: Iterable[Kind] = DECISION_KINDS
 ) -> dict[Kind, Reflector]:
     """One reflector per kind, feeding ``cache``."""
-
-    def feed(apply: Callable[[str, Any], None], kind: Kind) -> Handler:
-        return object_feed(apply, lambda: cache.keys(kind))
-
-    builders: dict[Kind, Callable[[], Reflector]] = {
-        Kind.CONFIG: lambda: Reflector(
-            api=api,
-            path=apipaths.HEADROOM_CONFIGS.path(),
-            handler=feed(cache.apply_config, Kind.CONFIG),
-            field_selector=f"metadata.name={CONFIG_NAME}",
-        ),
-        Kind.NAMESPACES: lambda: Reflector(
-            api=api,
-            path=apipaths.NAMESPACES.path(),
-            handler=feed(cache.apply_namespace, Kind.NAMESPACES),
-        ),
-        Kind.NODES: lambda: Reflector(
-            api=api, path=apipaths.NODES.path(), handler=feed(cache.apply_node, Kind.NODES)
-        ),
-        Kind.LIMIT_RANGES: lambda: Reflector(
-            api=api,
-            path=apipaths.LIMIT_RANGES.path(),
-            handler=feed(cache.apply_limit_range, Kind.LIMIT_RANGES),
-        ),
-        Kind.VPAS: lambda: Reflector(
-            api=api,
-            path=apipaths.VERTICAL_POD_AUTOSCALERS.path(),
-            handler=feed(cache.apply_vpa, Kind.VPAS),
-        ),
-        Kind.RESOURCE_QUOTAS: lambda: Reflector(
-            api=api,
-            path=apipaths.RESOURCE_QUOTAS.path(),
-            handler=feed(cache.apply_quota, Kind.RESOURCE_QUOTAS),
-        ),
-        Kind.PODS: lambda: Reflector(
-            api=api,
-            path=apipaths.PODS.path(),
-            handler=pod_feed(cache),
-            field_selector=POD_FIELD_SELECTOR,
-        ),
+    objects: dict[Kind, tuple[apipaths.Resource, Callable[[str, Any], None]]] = {
+        Kind.CONFIG: (apipaths.HEADROOM_CONFIGS, cache.apply_config),
+        Kind.NAMESPACES: (apipaths.NAMESPACES, cache.apply_namespace),
+        Kind.NODES: (apipaths.NODES, cache.apply_node),
+        Kind.LIMIT_RANGES: (apipaths.LIMIT_RANGES, cache.apply_limit_range),
+        Kind.VPAS: (apipaths.VERTICAL_POD_AUTOSCALERS, cache.apply_vpa),
+        Kind.RESOURCE_QUOTAS: (apipaths.RESOURCE_QUOTAS, cache.apply_quota),
     }
-    return {kind: builders[kind]() for kind in kinds}
+
+    def reflector(kind: Kind) -> Reflector:
+        if kind is Kind.PODS:
+            return Reflector(
+                api=api,
+                path=apipaths.PODS.path(),
+                handler=pod_feed(cache),
+                field_selector=POD_FIELD_SELECTOR,
+            )
+        resource, apply = objects[kind]
+        return Reflector(
+            api=api,
+            path=resource.path(),
+            handler=object_feed(apply, lambda: cache.keys(kind)),
+            field_selector=f"metadata.name={CONFIG_NAME}" if kind is Kind.CONFIG else None,
+        )
+
+    return {kind: reflector(kind) for kind in kinds}

@@ -12,11 +12,10 @@ from dataclasses import replace
 from typing import Any, Final
 
 from app.core.config.fields import POOL_KEYS
-from app.core.config.selector import LabelSelector, Operator, Requirement
+from app.core.config.selector import OPERATORS, LabelSelector, Operator, Requirement
 from app.core.config.selectorlogic import can_match_together, implies
 from app.core.config.settings import NodePool, PoolOverrides, Settings
 
-_AFFINITY_OPERATORS: Final = {operator.value: operator for operator in Operator}
 # Numeric comparisons are read as "the label exists": a weaker constraint, so a pool
 # derived from it is still certain.
 _NUMERIC_OPERATORS: Final = frozenset({"Gt", "Lt"})
@@ -124,7 +123,7 @@ def _requirements(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]
         if raw_operator in _NUMERIC_OPERATORS:
             requirements.append(Requirement(key, Operator.EXISTS, frozenset()))
             continue
-        operator = _AFFINITY_OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
+        operator = OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
         if operator is None:
             continue
         values = frozenset(v for v in expression.get("values") or () if isinstance(v, str))

@@ -48,7 +48,7 @@ class LabelSelector:
         return all(requirement.matches(labels) for requirement in self.requirements)
 
 
-_OPERATORS: Final = {operator.value: operator for operator in Operator}
+OPERATORS: Final = {operator.value: operator for operator in Operator}
 
 
 class SelectorError(ValueError):
@@ -123,7 +123,7 @@ def _expression(obj: object, *, path: str, errors: list[FieldError]) -> Requirem
     if key_error:
         errors.append(FieldError(f"{path}.key", key_error))
     raw_operator = obj.get("operator")
-    operator = _OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
+    operator = OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
     if operator is None:
         allowed = ", ".join(Operator)
         errors.append(FieldError(f"{path}.operator", f"must be one of {allowed}"))

@@ -28,8 +28,8 @@ def _explain(target: dict[str, Any], others: list[dict[str, Any]], **kwargs: Any
         node=kwargs.pop("node", b.node("node-1", cpu="16")),
         node_pods=[target, *others],
         namespace_labels={"team-a": MANAGED, "other": {}},
-        limit_ranges=kwargs.pop("limit_ranges", {}),
-        vpas={},
+        limit_ranges=kwargs.pop("limit_ranges", []),
+        vpas=[],
         settings=parse_config(b.headroom_config(spec=spec)),
         **kwargs,
     )
@@ -105,9 +105,7 @@ def test_what_if_scales_every_request_bearing_container() -> None:
 
 def test_limit_range_cap_is_named_as_the_bound() -> None:
     target = _pod("a", "1")
-    document = as_dict(
-        _explain(target, [], limit_ranges={"team-a": [b.limit_range(container_max_cpu="3")]})
-    )
+    document = as_dict(_explain(target, [], limit_ranges=[b.limit_range(container_max_cpu="3")]))
     assert document["ceiling"] == "3000m"
     assert document["ceilingBoundBy"] == "limit-range"
 
@@ -161,8 +159,8 @@ def test_a_node_in_a_pool_is_explained_with_the_pools_settings() -> None:
         node=b.node("node-1", labels={"pool": "web"}),
         node_pods=[target],
         namespace_labels={"team-a": MANAGED},
-        limit_ranges={},
-        vpas={},
+        limit_ranges=[],
+        vpas=[],
         settings=parse_config(b.headroom_config(spec={"nodePools": pools})),
     )
     document = as_dict(explanation)
@@ -186,8 +184,8 @@ def test_a_pod_level_pod_is_explained_at_pod_level_or_left_alone() -> None:
             node=node,
             node_pods=[target],
             namespace_labels={"team-a": MANAGED},
-            limit_ranges={},
-            vpas={},
+            limit_ranges=[],
+            vpas=[],
             settings=parse_config(b.headroom_config()),
         )
 

@@ -6,9 +6,8 @@ from typing import Any
 import pytest
 
 from app.core.config import parse_config
-from app.core.nodes import major_minor
+from app.core.nodes import major_minor, resize_capable
 from kubectl_headroom.status import leader_status, summarize
-from kubectl_headroom.versions import supported
 from tests.unit.app import builders as b
 
 
@@ -64,9 +63,9 @@ def test_versions() -> None:
     assert major_minor("1.36") == (1, 36)
     assert major_minor("v1.37.2-eks.3") == (1, 37)
     assert major_minor("simulated") is None
-    assert supported("v1.34.9") is False
-    assert supported("v1.35.0") is True
-    assert supported("") is None
+    assert resize_capable("v1.34.9") is False
+    assert resize_capable("v1.35.0") is True
+    assert resize_capable("") is None
 
 
 def test_status_lists_the_pools_with_their_nodes_mode_and_overrides() -> None:

@@ -173,7 +173,7 @@ def test_a_wave_settles_once_its_writes_are_sent_and_none_follow() -> None:
         await asyncio.sleep(0)
 
     async def wave() -> None:
-        waiter = asyncio.create_task(world.actuator.wave_settled(quiet=0.2))
+        waiter = asyncio.create_task(world.actuator.activity.wave_settled(quiet=0.2))
         await passing(0.3)
         # Idle and no wave yet: nothing to wait for.
         assert not waiter.done()

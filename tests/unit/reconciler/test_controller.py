@@ -137,7 +137,7 @@ def test_losing_the_lease_drops_the_per_node_series() -> None:
     async def reconcile() -> None:
         workers = asyncio.create_task(setup.controller.actuator.run())
         setup.controller.reconciler.reconcile("n1")
-        await setup.controller.actuator.settle()
+        await setup.controller.actuator.activity.settle()
         workers.cancel()
         await asyncio.gather(workers, return_exceptions=True)
 
@@ -236,7 +236,7 @@ def test_an_edit_of_the_status_annotation_wakes_the_node_and_its_echo_does_not()
     async def reconcile() -> None:
         workers = asyncio.create_task(setup.controller.actuator.run())
         setup.controller.reconciler.reconcile("n1")
-        await setup.controller.actuator.settle()
+        await setup.controller.actuator.activity.settle()
         workers.cancel()
         await asyncio.gather(workers, return_exceptions=True)
 
@@ -273,7 +273,7 @@ def test_nodes_that_come_and_go_leave_nothing_behind() -> None:
         while (key := setup.queue.pop_ready()) is not None:
             setup.controller.reconciler.reconcile(key)
             setup.queue.done(key)
-        await setup.controller.actuator.settle()
+        await setup.controller.actuator.activity.settle()
         for name in nodes:
             setup.queue.retry(name, initial=0.5, cap=5.0)
         for name in nodes:
@@ -337,7 +337,7 @@ def test_a_resize_waits_for_bindings_still_landing_on_its_node() -> None:
             await asyncio.sleep(0)
         assert setup.api.writes(kind="resize") == []
         reconcile_due()
-        await setup.controller.actuator.settle()
+        await setup.controller.actuator.activity.settle()
         workers.cancel()
         await asyncio.gather(workers, return_exceptions=True)
 

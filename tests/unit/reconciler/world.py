@@ -64,7 +64,7 @@ class World:
             buckets=NodeBuckets(rate=1000.0, clock=self.clock),
             metrics=self.metrics,
             nodes=RecordingQueue(clock=self.clock, requeued=self.requeued),
-            settling=lambda node: self.actuator.resizing(node),
+            settling=lambda node: self.actuator.resizer.resizing(node),
             clock=self.clock,
         )
         self.reconciler = NodeReconciler(
@@ -104,7 +104,7 @@ class World:
             workers = asyncio.create_task(self.actuator.run())
             try:
                 result = await coroutine
-                await self.actuator.settle()
+                await self.actuator.activity.settle()
                 return result
             finally:
                 workers.cancel()

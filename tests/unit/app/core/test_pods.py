@@ -481,27 +481,6 @@ def test_pod_level_resources_decide_the_qos_class(
     assert info.guaranteed_if_pinned is pinned
 
 
-def test_resource_facts_worked_out_once_serve_every_replica() -> None:
-    spec_pod = pod(
-        "web-1",
-        containers=[container(cpu_request="300m", cpu_limit="1"), container("b", cpu_limit="2")],
-        init_containers=[SIDECAR, PLAIN_INIT],
-    )
-    facts = resource_facts(spec_pod["spec"], qos_class="Burstable")
-    replica = pod(
-        "web-2",
-        node="node-9",
-        containers=spec_pod["spec"]["containers"],
-        init_containers=spec_pod["spec"]["initContainers"],
-        max_cpu="3",
-    )
-    assert pod_info_from_dict(replica, facts=facts) == pod_info_from_dict(replica)
-    pod_level = pod(resources=pod_resources(cpu_limit="2"), containers=[bare_container()])
-    assert pod_info_from_dict(
-        pod_level, facts=resource_facts(pod_level["spec"], qos_class="Burstable")
-    ) == pod_info_from_dict(pod_level)
-
-
 def test_replicas_share_their_container_and_owner_records() -> None:
     """Pods of one spec and owner point at one set of records: most of a record's size."""
     owner = [
