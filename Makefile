@@ -46,9 +46,10 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e tier
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
 	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory realnode
 
 .PHONY: test-unit
 test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)
@@ -59,8 +60,9 @@ test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSIO
 	$(BIN)/pytest -m integration $(PYTEST_ARGS)
 
 .PHONY: test-k8s-min
-test-k8s-min: ## Integration tier at the oldest supported minor (newest 1.35.x)
+test-k8s-min: ## Integration and real-node tiers at the oldest supported minor (newest 1.35.x)
 	$(MAKE) test-integration K8S_VERSION=$(MIN_K8S_VERSION)
+	$(MAKE) --no-print-directory realnode K8S_VERSION=$(MIN_K8S_VERSION)
 
 DEMO_ARGS ?=
 .PHONY: demo
@@ -145,7 +147,7 @@ e2e: $(STAMP) control-plane ## The install path for real: image, containers, cer
 
 REALNODE_ARGS ?=
 .PHONY: realnode
-realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubelet answers, GOMAXPROCS, latency (root; run on its own, not by make test)
+realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubelet answers, GOMAXPROCS, latency (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh
 
 .PHONY: bench-realnode

@@ -5,7 +5,8 @@
 #                                (cert-manager's Go module; wiring in hack/go)
 #   prometheus-operator-<v>/bin  prometheus-operator, prometheus-config-reloader
 #   prometheus-operator-<v>/crds the monitoring.coreos.com CRDs of that release
-#   prometheus-<v>/bin           the Prometheus server (its Go module)
+#   prometheus-<v>/bin           the Prometheus server (its Go module, with the Kubernetes
+#                                service discovery only)
 #   debian-<suite>/              docker-registry, unpacked from its Debian package;
 #                                base-rootfs.tar, a minimal root filesystem with python3
 #                                (debootstrap)
@@ -112,28 +113,39 @@ GO
 }
 
 # The Prometheus server from its Go module: Debian's build leaves Kubernetes service
-# discovery out, and the operator's generated configuration depends on it.
+# discovery out, and the operator's generated configuration depends on it. Prometheus
+# registers every service discovery through its plugins package (plugins.go, generated
+# from plugins.yml); this build compiles a copy of the release's module whose plugins.go
+# names only the discoveries below, so the others and the cloud SDKs they pull in are
+# never compiled (file and http discovery are always in). Measured here with an empty
+# build cache: 221 s for every discovery, 126 s for these.
+PROMETHEUS_DISCOVERIES="kubernetes"
 build_prometheus() {
   local dir="$cache/prometheus-$PROMETHEUS_VERSION" module=github.com/prometheus/prometheus
-  [ -x "$dir/bin/prometheus" ] && return 0
-  log "building prometheus $PROMETHEUS_VERSION from $module@$PROMETHEUS_MODULE_VERSION"
-  mkdir -p "$dir/src" "$dir/bin"
-  local moddir
-  moddir=$(cd "$dir/src" && go mod download -json "$module@$PROMETHEUS_MODULE_VERSION" |
+  local stamp="$dir/bin/.discoveries"
+  if [ -x "$dir/bin/prometheus" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$PROMETHEUS_DISCOVERIES" ]; then
+    return 0
+  fi
+  log "building prometheus $PROMETHEUS_VERSION ($PROMETHEUS_DISCOVERIES discovery) from $module@$PROMETHEUS_MODULE_VERSION"
+  mkdir -p "$dir/bin"
+  local moddir src="$dir/src/prometheus" discovery
+  moddir=$(cd "$dir" && go mod download -json "$module@$PROMETHEUS_MODULE_VERSION" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-  # The release's own go.mod and go.sum, renamed and requiring the release: the build
-  # resolves every dependency to the version the release pins (its replace directive is
-  # why `go install …@version` refuses it).
-  sed 's#^module .*#module headroom.local/prometheus#' "$moddir/go.mod" >"$dir/src/go.mod"
-  cp "$moddir/go.sum" "$dir/src/go.sum"
-  chmod u+w "$dir/src/go.mod" "$dir/src/go.sum"
-  (cd "$dir/src" && go mod edit -require="$module@$PROMETHEUS_MODULE_VERSION")
-  printf '//go:build tools\n\npackage tools\n\nimport _ "%s/cmd/prometheus"\n' "$module" \
-    >"$dir/src/tools.go"
-  local stamp="-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
-  (cd "$dir/src" && go build -trimpath -ldflags "-s -w $stamp" -o "$dir/bin/prometheus.tmp" \
-    "$module/cmd/prometheus")
+  rm -rf "$dir/src"
+  mkdir -p "$dir/src"
+  cp -r "$moddir" "$src"
+  chmod -R u+w "$src"
+  {
+    printf '// Only the service discoveries hack/build-e2e.sh builds in.\npackage plugins\n\nimport (\n'
+    for discovery in $PROMETHEUS_DISCOVERIES; do
+      printf '\t_ "%s/discovery/%s"\n' "$module" "$discovery"
+    done
+    printf ')\n'
+  } >"$src/plugins/plugins.go"
+  local version="-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}"
+  (cd "$src" && go build -trimpath -ldflags "-s -w $version" -o "$dir/bin/prometheus.tmp" ./cmd/prometheus)
   mv "$dir/bin/prometheus.tmp" "$dir/bin/prometheus"
+  echo "$PROMETHEUS_DISCOVERIES" >"$stamp"
 }
 
 

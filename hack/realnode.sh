@@ -24,7 +24,7 @@ for tool in qemu-system-x86_64 debootstrap unshare ip mkfs.ext4 dpkg-deb gcc; do
 done
 [ -f /usr/lib/x86_64-linux-gnu/libseccomp.a ] || missing+=(libseccomp-dev)
 if [ ${#missing[@]} -gt 0 ]; then
-  # .ci/run does not install these: the tier is run on its own for now.
+  # .ci/run installs these; a machine running make realnode by hand may lack them.
   say "missing ${missing[*]}: install the Debian packages qemu-system-x86, libseccomp-dev," \
     "debootstrap, e2fsprogs and gcc (pinned versions in hack/versions.env)"
   exit 1
