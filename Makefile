@@ -66,7 +66,7 @@ test-k8s-min: ## Integration and real-node tiers at the oldest supported minor (
 
 DEMO_ARGS ?=
 .PHONY: demo
-demo: $(STAMP) control-plane ## Live demo on an embedded local cluster (DEMO_ARGS=--keep; DEMO_ARGS=--cluster=current: the current kubeconfig's)
+demo: $(STAMP) control-plane ## Live demo on an embedded local cluster (DEMO_ARGS=--keep; --cluster=current: the current kubeconfig's; --real-nodes: a real kubelet in qemu, cpu.max per step, root)
 	$(BIN)/python -m devcluster.demo $(DEMO_ARGS)
 
 .PHONY: cluster

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 
 from devcluster.podnet import PodNetworkError, interfaces, ip
 
+# Set by hack/realnode.sh in the namespace it creates: what runs there may build the
+# guest network.
+NAMESPACE_ENV = "HEADROOM_REALNODE"
 BRIDGE = "hrbr0"
 NODE_NETWORK = ipaddress.ip_network("10.251.0.0/24")
 HOST_ADDRESS = "10.251.0.1"

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from devcluster.binaries import locate_binaries
 from devcluster.controlplane import ControlPlane, KubeletAccess
 from devcluster.guests import Guest, GuestError, GuestImage, NodeSpec
 from devcluster.kubeapi import KubeAPI, KubeAPIError
+from devcluster.kubepods import PodNotStartedError, container_cgroup, pod_cgroup
 from devcluster.realnet import HOST_ADDRESS, GuestNetwork
 
 logger = logging.getLogger(__name__)
@@ -139,6 +140,17 @@ class RealCluster:
 
     def guest(self, name: str) -> Guest:
         return self.guests[name]
+
+    def cpu_max(self, pod: Mapping[str, Any], *, container: str | None = None) -> str:
+        """The ``cpu.max`` of the pod's cgroup (or of one container's) as its guest's
+        cgroup filesystem shows it, read through the guest's agent."""
+        cgroup = pod_cgroup(pod) if container is None else container_cgroup(pod, container)
+        path = f"{cgroup}/cpu.max"
+        guest = self.guest(pod["spec"]["nodeName"])
+        files = guest.read(path)
+        if path not in files:
+            raise PodNotStartedError(f"{path} not (yet) in {guest.name}")
+        return files[path].strip()
 
     def __iter__(self) -> Iterator[Guest]:
         return iter(self.guests.values())

@@ -4,8 +4,10 @@
 #  1. builds what is missing, cached beside the control plane's binaries
 #     (hack/build-realnode.sh: the kubelet, containerd, runc, the CNI plugins, the guest
 #     kernel, initramfs and root disk, the pause and probe images);
-#  2. runs tests/realnode (or, with --bench, bench/realnode_bench.py) in a network and
-#     mount namespace of its own: the guests' addresses exist only there.
+#  2. runs tests/realnode (or, with --bench, bench/realnode_bench.py; with --demo ARGS...,
+#     `python -m devcluster.demo ARGS...`, which is how `make demo DEMO_ARGS=--real-nodes`
+#     gets here) in a network and mount namespace of its own: the guests' addresses exist
+#     only there.
 #
 #   REALNODE_ARGS  extra pytest arguments (or benchmark arguments with --bench)
 set -euo pipefail
@@ -40,6 +42,8 @@ say "cached parts ready in $((SECONDS - start))s"
 
 if [ "${1:-}" = --bench ]; then
   command=("$python" -m bench.realnode_bench ${REALNODE_ARGS:-})
+elif [ "${1:-}" = --demo ]; then
+  command=("$python" -m devcluster.demo "${@:2}")
 else
   command=(.venv/bin/pytest tests/realnode -v -p no:cacheprovider ${REALNODE_ARGS:-})
 fi

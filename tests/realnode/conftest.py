@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from devcluster.kubepods import PodNotStartedError
+from devcluster.realnet import NAMESPACE_ENV
 from devcluster.realnodes import RealCluster
 from tests.integration.conftest import Cluster, helm
 from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
@@ -34,7 +35,6 @@ from tests.realnode.kubelets import Kubelets, Observation
 
 __all__ = ["configure", "crd", "helm", "start_reconciler"]
 
-HARNESS_ENV = "HEADROOM_REALNODE"
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "_artifacts" / "realnode"
 
@@ -48,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     mine = [item for item in items if here in Path(str(item.fspath)).parents]
     for item in mine:
         item.add_marker(pytest.mark.realnode)
-    if not os.environ.get(HARNESS_ENV) and mine:
+    if not os.environ.get(NAMESPACE_ENV) and mine:
         # They need root, qemu and a network namespace of their own: make realnode.
         config.hook.pytest_deselected(items=mine)
         items[:] = [item for item in items if item not in mine]

@@ -8,7 +8,7 @@ from typing import Any
 
 from app.core.apipaths import PODS
 from app.core.quantity import parse_cpu_millis
-from devcluster.kubepods import PodNotStartedError, container_cgroup, cpu_max_millis, pod_cgroup
+from devcluster.kubepods import cpu_max_millis
 from devcluster.realnodes import RealCluster
 
 
@@ -69,13 +69,7 @@ class Kubelets:
 
     def cgroup_limits(self, pod: dict[str, Any], *, container: str | None = None) -> int | None:
         """The ``cpu.max`` of the pod's cgroup (or of one container's) in its guest."""
-        path = f"{pod_cgroup(pod) if container is None else container_cgroup(pod, container)}"
-        path += "/cpu.max"
-        guest = self.cluster.guest(pod["spec"]["nodeName"])
-        files = guest.read(path)
-        if path not in files:
-            raise PodNotStartedError(f"{path} not (yet) in {guest.name}")
-        return cpu_max_millis(files[path])
+        return cpu_max_millis(self.cluster.cpu_max(pod, container=container))
 
     def observe(self, namespace: str, name: str) -> Observation:
         pod = self.pod(namespace, name)

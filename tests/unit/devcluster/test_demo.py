@@ -1,12 +1,31 @@
-"""``make demo`` picks a real cluster only when told to."""
+"""``make demo`` picks a real cluster only when told to; on real nodes it shows each
+step's cpu.max, and its expectations are the policy's."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from devcluster.demo import current_kubeconfig, parser
+from app.core.config import DEFAULT_SETTINGS
+from app.core.explain import event_message, explain
+from app.core.policy import compute_node
+from app.core.quantity import parse_cpu_millis
+from devcluster.demo import (
+    REAL,
+    SIMULATED,
+    Demo,
+    Narrator,
+    Scenario,
+    cpu_max_line,
+    cpu_max_text,
+    current_kubeconfig,
+    options,
+    parser,
+)
+from devcluster.realnodes import WORKLOAD
+from tests.unit.app.core.policy.inputs import managed_pod, node_input
 
 
 def test_the_embedded_cluster_is_the_default_even_with_kubeconfig_set(
@@ -31,3 +50,62 @@ def test_the_current_kubeconfig_is_the_one_kubectl_reads_first(
 ) -> None:
     monkeypatch.setenv("HOME", "/home/me")
     assert current_kubeconfig(environ) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--real-nodes", "--cluster=current"], ["--real-nodes", "--keep"]],
+    ids=["current-cluster", "keep"],
+)
+def test_real_nodes_refuse_what_their_own_namespace_cannot_do(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        options(argv)
+    assert exited.value.code == 2
+    assert "--real-nodes" in capsys.readouterr().err
+
+
+def test_real_nodes_walk_the_real_scenario() -> None:
+    args = options(["--real-nodes", "--non-interactive"])
+    assert args.real_nodes
+    demo = Demo(args=args, narrator=Narrator(interactive=False, out=io.StringIO()))
+    assert demo.scenario is REAL
+    assert Demo(args=options([]), narrator=Narrator(interactive=False)).scenario is SIMULATED
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("max 100000", "max 100000 (no limit)"), ("250000 100000", "250000 100000 (2500m)")],
+)
+def test_cpu_max_is_shown_as_read_and_in_millicores(text: str, shown: str) -> None:
+    assert cpu_max_text(text) == shown
+
+
+def test_the_cpu_max_line_says_whether_the_step_moved_it() -> None:
+    assert cpu_max_line("web/app on realnode-1", "max 100000", "250000 100000") == (
+        "    cpu.max of web/app on realnode-1: max 100000 (no limit) -> "
+        "250000 100000 (2500m) (changed)"
+    )
+    assert cpu_max_line("web/app", "34000 100000", "34000 100000").endswith("(unchanged)")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "allocatable_m"),
+    [(SIMULATED, 16000), (REAL, WORKLOAD.cpus * 1000)],
+    ids=["simulated", "real"],
+)
+def test_the_scenarios_limits_are_the_policys(scenario: Scenario, allocatable_m: int) -> None:
+    """What the walk expects of web is what the policy computes on that node: alone, and
+    with three batch neighbours in its (managed) namespace."""
+    web_m, batch_m = parse_cpu_millis(scenario.web_cpu), parse_cpu_millis(scenario.batch_cpu)
+    alone = compute_node(
+        node_input([managed_pod("web", web_m)], allocatable_m=allocatable_m), DEFAULT_SETTINGS
+    )
+    assert alone.pods[0].target_m == scenario.alone_m
+    web = managed_pod("web", web_m, limits_m=[scenario.alone_m])
+    batch = [managed_pod(f"batch-{i}", batch_m) for i in range(3)]
+    crowded = compute_node(node_input([web, *batch], allocatable_m=allocatable_m), DEFAULT_SETTINGS)
+    assert crowded.pods[0].target_m == scenario.shrunk_m
+    explanation = explain(crowded, crowded.pods[0], dry_run=False)
+    assert event_message(explanation) == scenario.adjusted
