@@ -485,7 +485,12 @@ class Demo:
             yield
         finally:
             if registered:
-                cluster.run("delete", "--ignore-not-found", *registered, check=False)
+                # Bounded: after a Ctrl-C the control plane's own processes (in the same
+                # process group) may already be gone.
+                cluster.run(
+                    "delete", "--ignore-not-found", "--request-timeout=5s", *registered,
+                    check=False,
+                )  # fmt: skip
             headroom.stop()
 
     def keep(self, plane: ControlPlane, cluster: Cluster) -> None:
