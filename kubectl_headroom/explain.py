@@ -183,11 +183,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     ]
     result = explanation.result
     if result is not None:
-        level = (
-            " (pod-level resources: the limit is set at pod level)"
-            if (result.pod.pod_resources is not None)
-            else ""
-        )
+        pod_level = result.pod.pod_resources is not None
+        level = " (pod-level resources: the limit is set at pod level)" if pod_level else ""
         lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
         if node.slack_m > 0 and node.managed_m > 0:
             share = half_up_div(node.slack_m * result.request_m, node.managed_m)
