@@ -292,23 +292,21 @@ def metrics_listener(
     ``api`` (for TokenReview/SubjectAccessReview) is required when ``secure``.
     """
     host, port = parse_bind_address(bind_address)
+    reviewer: AccessReviewer | None = None
+    certificates: CertificateSource | None = None
     if not secure:
         logger.warning(
             "metrics are served over plain HTTP without authentication (--metrics-secure=false)"
         )
-        return Listener(
-            name="metrics",
-            app=MetricsApp(registry=registry, reviewer=None),
-            host=host,
-            port=port,
-            certificates=None,
-        )
-    if api is None:
+    elif api is None:
         raise ValueError("secure metrics need an API client for token and access reviews")
+    else:
+        reviewer = KubeAccessReviewer(api)
+        certificates = certificate_source(cert_dir=cert_path, purpose="metrics")
     return Listener(
         name="metrics",
-        app=MetricsApp(registry=registry, reviewer=KubeAccessReviewer(api)),
+        app=MetricsApp(registry=registry, reviewer=reviewer),
         host=host,
         port=port,
-        certificates=certificate_source(cert_dir=cert_path, purpose="metrics"),
+        certificates=certificates,
     )
