@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.cluster import ClusterCache, Quiet, Unreadable, pod_record_from_dict
+from app.core.cluster import Unreadable, listed_cache
 from app.core.config import Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, node_reason
@@ -79,17 +79,16 @@ def explain_pod(
     target_uid = pod["metadata"].get("uid")
     raw_pods = [p for p in node_pods if p["metadata"].get("uid") != target_uid]
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
-    cache = ClusterCache(listener=Quiet())
-    cache.apply_node(node["metadata"]["name"], node)
-    for name, labels in namespace_labels.items():
-        cache.apply_namespace(name, {"metadata": {"name": name, "labels": dict(labels)}})
-    for limit_range in limit_ranges:
-        cache.apply_limit_range(object_key(limit_range), limit_range)
-    for vpa in vpas:
-        cache.apply_vpa(object_key(vpa), vpa)
-    for raw in raw_pods:
-        record = pod_record_from_dict(raw)
-        cache.put_pod(record.key, record)
+    cache = listed_cache(
+        nodes=[node],
+        namespaces=(
+            {"metadata": {"name": name, "labels": dict(labels)}}
+            for name, labels in namespace_labels.items()
+        ),
+        limit_ranges=limit_ranges,
+        vpas=vpas,
+        pods=raw_pods,
+    )
     view = cache.node_view(node["metadata"]["name"])
     assert view is not None  # applied just above
     decision = decide_node(view, settings)
