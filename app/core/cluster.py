@@ -180,12 +180,6 @@ def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
         )
 
 
-def pod_record_from_dict(obj: Mapping[str, Any]) -> PodInfo | Unreadable:
-    """`pod_record` of a pod held as a dict (a listed or saved item)."""
-    wire = pod_wire(obj)
-    return pod_record(pod_key(wire), wire)
-
-
 def pod_key(pod: PodWire) -> str:
     metadata = pod.metadata
     return "/" if metadata is None else f"{metadata.namespace or ''}/{metadata.name or ''}"
@@ -447,6 +441,6 @@ def listed_cache(
     for vpa in vpas:
         cache.apply_vpa(object_key(vpa), vpa)
     for pod in pods:
-        record = pod_record_from_dict(pod)
-        cache.put_pod(record.key, record)
+        wire = pod_wire(pod)
+        cache.apply_pod(pod_key(wire), wire)
     return cache
