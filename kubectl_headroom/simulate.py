@@ -7,8 +7,6 @@ reports an ``Infeasible`` resize count as backed off, as the reconciler backs th
 from that report.
 """
 
-from __future__ import annotations
-
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -141,7 +139,10 @@ def simulate(
     labels_by_uid = {
         p["metadata"].get("uid") or "": p["metadata"].get("labels") or {} for p in snapshot.pods
     }
-    opened = _open_namespace_gate(settings)
+    # The namespace gate opened: enrolment is decided above.
+    opened = dataclasses.replace(
+        settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
+    )
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
     unmanaged: list[Unmanaged] = []
@@ -178,13 +179,6 @@ def simulate(
         enrolled=enrolled,
         notes=notes,
         unreadable=[u.key for u in cache.unreadable()],
-    )
-
-
-def _open_namespace_gate(settings: Settings) -> Settings:
-    """``settings`` with the namespace gate opened: enrolment is decided beforehand."""
-    return dataclasses.replace(
-        settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
     )
 
 

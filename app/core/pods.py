@@ -466,7 +466,7 @@ def _pod_level(
         return None
     requests = resources.requests or {}
     limits = resources.limits or {}
-    if not any(_pod_level_resource(name) for name in (*requests, *limits)):
+    if not any(n in ("cpu", "memory") or n.startswith("hugepages-") for n in (*requests, *limits)):
         return None
     cpu_limit = _quantity(limits.get("cpu"))
     memory_limit = _quantity(limits.get("memory"))
@@ -480,10 +480,6 @@ def _pod_level(
     elif cpu_request is None:
         cpu_request = _sum_or_none([c.cpu_request for c in containers])
     return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
-
-
-def _pod_level_resource(name: str) -> bool:
-    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def _sum_or_none(values: Sequence[Fraction | None]) -> Fraction | None:
