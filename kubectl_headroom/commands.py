@@ -2,8 +2,6 @@
 without a saved snapshot. This module imports the Kubernetes client, which takes about a
 second, so ``main`` loads it only when a cluster is read."""
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import functools

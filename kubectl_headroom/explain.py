@@ -8,8 +8,6 @@ formula, so a throttled tenant can see who booked the node. A neighbour whose qu
 cannot be read is skipped, with the reason, as the reconciler skips it.
 """
 
-from __future__ import annotations
-
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

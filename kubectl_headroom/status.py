@@ -1,7 +1,5 @@
 """``kubectl headroom status``: mode, scope, leader and recent outcomes."""
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
