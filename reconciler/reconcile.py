@@ -169,9 +169,8 @@ class NodeReconciler:
             self._metrics.pod_limit_cores.labels(namespace=pod.namespace, pod=pod.name).set(
                 pod_result.target_m / 1000
             )
-        deferred = sum(1 for r in result.pods if r.pod.resize_pending == DEFERRED) + sum(
-            1 for pod in decision.backed_off if pod.resize_pending == DEFERRED
-        )
+        pods = (*(r.pod for r in result.pods), *decision.backed_off)
+        deferred = sum(1 for pod in pods if pod.resize_pending == DEFERRED)
         self._set_tally(
             name,
             _NodeTally(
