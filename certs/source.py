@@ -239,11 +239,6 @@ class SelfSignedCertificateSource:
         return None
 
 
-def local_names() -> tuple[list[str], list[str]]:
-    """DNS names and IPs a self-signed certificate should cover on this host."""
-    return ["localhost", socket.gethostname()], ["127.0.0.1", "::1"]
-
-
 def certificate_source(
     *, cert_dir: Path | None, purpose: str, poll_seconds: float = DEFAULT_POLL_SECONDS
 ) -> CertificateSource:
@@ -259,7 +254,9 @@ def certificate_source(
             "only skip verification. Mount a cert-manager certificate for production.",
             purpose,
         )
-        dns_names, ip_addresses = local_names()
-        return SelfSignedCertificateSource(dns_names=dns_names, ip_addresses=ip_addresses)
+        # The names this host answers to.
+        return SelfSignedCertificateSource(
+            dns_names=["localhost", socket.gethostname()], ip_addresses=["127.0.0.1", "::1"]
+        )
     logger.info("Initializing %s certificate watcher using provided certificates", purpose)
     return FileCertificateSource(directory=cert_dir, purpose=purpose, poll_seconds=poll_seconds)

@@ -2,8 +2,6 @@
 without a saved snapshot. This module imports the Kubernetes client, which takes about a
 second, so ``main`` loads it only when a cluster is read."""
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import functools
@@ -116,25 +114,12 @@ async def _status(
     print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
     print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
     if status.pools:
-        print()
-        print(
-            render_table(
-                ["POOL", "NODES", "MODE", "OVERRIDES"],
-                [
-                    [p.name, str(p.nodes), p.mode, ", ".join(p.overrides) or "-"]
-                    for p in status.pools
-                ]
-                + [["(no pool)", str(status.nodes_without_pool), status.mode, "-"]],
-            )
-        )
+        rows = [[p.name, str(p.nodes), p.mode, ", ".join(p.overrides) or "-"] for p in status.pools]
+        rows.append(["(no pool)", str(status.nodes_without_pool), status.mode, "-"])
+        print(f"\n{render_table(['POOL', 'NODES', 'MODE', 'OVERRIDES'], rows)}")
     if status.recent:
-        print()
-        print(
-            render_table(
-                ["TIME", "REASON", "POD", "MESSAGE"],
-                [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent],
-            )
-        )
+        rows = [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent]
+        print(f"\n{render_table(['TIME', 'REASON', 'POD', 'MESSAGE'], rows)}")
     return EXIT_OK
 
 

@@ -8,14 +8,12 @@ formula, so a throttled tenant can see who booked the node. A neighbour whose qu
 cannot be read is skipped, with the reason, as the reconciler skips it.
 """
 
-from __future__ import annotations
-
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.core.cluster import ClusterCache, Quiet, Unreadable, pod_record_from_dict
+from app.core.cluster import Unreadable, listed_cache
 from app.core.config import Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, node_reason
@@ -79,17 +77,16 @@ def explain_pod(
     target_uid = pod["metadata"].get("uid")
     raw_pods = [p for p in node_pods if p["metadata"].get("uid") != target_uid]
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
-    cache = ClusterCache(listener=Quiet())
-    cache.apply_node(node["metadata"]["name"], node)
-    for name, labels in namespace_labels.items():
-        cache.apply_namespace(name, {"metadata": {"name": name, "labels": dict(labels)}})
-    for limit_range in limit_ranges:
-        cache.apply_limit_range(object_key(limit_range), limit_range)
-    for vpa in vpas:
-        cache.apply_vpa(object_key(vpa), vpa)
-    for raw in raw_pods:
-        record = pod_record_from_dict(raw)
-        cache.put_pod(record.key, record)
+    cache = listed_cache(
+        nodes=[node],
+        namespaces=(
+            {"metadata": {"name": name, "labels": dict(labels)}}
+            for name, labels in namespace_labels.items()
+        ),
+        limit_ranges=limit_ranges,
+        vpas=vpas,
+        pods=raw_pods,
+    )
     view = cache.node_view(node["metadata"]["name"])
     assert view is not None  # applied just above
     decision = decide_node(view, settings)
@@ -183,11 +180,8 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     ]
     result = explanation.result
     if result is not None:
-        level = (
-            " (pod-level resources: the limit is set at pod level)"
-            if (result.pod.pod_resources is not None)
-            else ""
-        )
+        pod_level = result.pod.pod_resources is not None
+        level = " (pod-level resources: the limit is set at pod level)" if pod_level else ""
         lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
         if node.slack_m > 0 and node.managed_m > 0:
             share = half_up_div(node.slack_m * result.request_m, node.managed_m)

@@ -1,7 +1,5 @@
 """Why a command could not talk to the cluster, in one line with the fix, and its exit code."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Final
 

@@ -10,8 +10,6 @@ the fix, read here from the files before the Kubernetes client sees them (the cl
 report a missing file as an invalid one, and an empty ``$KUBECONFIG`` with no path).
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

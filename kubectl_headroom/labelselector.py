@@ -1,7 +1,5 @@
 """kubectl's label selector strings (``-l``): ``app=web,tier!=db,env in (a,b),!canary``."""
 
-from __future__ import annotations
-
 import re
 from typing import Final
 

@@ -1,7 +1,5 @@
 """Entry point of ``kubectl-headroom`` (run as ``kubectl headroom …``)."""
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import sys

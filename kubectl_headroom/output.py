@@ -1,7 +1,5 @@
 """``-o``: a table for people by default, JSON or YAML for tools, on every command."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 from typing import Any, Final, TextIO

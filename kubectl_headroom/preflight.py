@@ -7,8 +7,6 @@ Windows, kubelets older than 1.35 or of unknown version; nodes labelled as runni
 static CPU/Memory Manager; LimitRange caps; VPAs that control limits).
 """
 
-from __future__ import annotations
-
 from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from enum import StrEnum

@@ -7,8 +7,6 @@ reports an ``Infeasible`` resize count as backed off, as the reconciler backs th
 from that report.
 """
 
-from __future__ import annotations
-
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -16,7 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, NamedTuple
 
-from app.core.cluster import ClusterCache, Quiet, pod_record_from_dict
+from app.core.cluster import listed_cache
 from app.core.config import LabelSelector, Settings
 from app.core.decision import decide_node
 from app.core.eligibility import Ineligible, namespace_enrolled
@@ -24,7 +22,7 @@ from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
 from app.core.pods import PodInfo
 from app.core.policy import NodeResult, PodResult, Reason
 from app.core.quantity import QuantityError, parse_cpu_millis
-from app.core.views import LIMITS_CPU, object_key
+from app.core.views import LIMITS_CPU
 from kubectl_headroom.snapshot import Obj, Snapshot
 
 # Namespace-gate stand-ins: simulate decides enrolment itself (with --enroll/--unenroll),
@@ -120,24 +118,6 @@ def enrolled_namespaces(
     return enrolled, notes
 
 
-def load(snapshot: Snapshot) -> tuple[ClusterCache, dict[str, Mapping[str, str]]]:
-    """The snapshot in the shared cluster cache, and each pod's labels (for ``-l``) by uid."""
-    cache = ClusterCache(listener=Quiet())
-    for node in snapshot.nodes:
-        cache.apply_node(node["metadata"]["name"], node)
-    for limit_range in snapshot.limit_ranges:
-        cache.apply_limit_range(object_key(limit_range), limit_range)
-    for vpa in snapshot.vpas or ():
-        cache.apply_vpa(object_key(vpa), vpa)
-    labels_by_uid: dict[str, Mapping[str, str]] = {}
-    for raw in snapshot.pods:
-        record = pod_record_from_dict(raw)
-        cache.put_pod(record.key, record)
-        if isinstance(record, PodInfo):
-            labels_by_uid[record.uid] = raw["metadata"].get("labels") or {}
-    return cache, labels_by_uid
-
-
 def simulate(
     snapshot: Snapshot,
     settings: Settings,
@@ -146,12 +126,23 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
     enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
-    cache, labels_by_uid = load(snapshot)
-    # The what-if enrolment: an enrolled namespace answers the opened namespace gate, any
-    # other is unknown to the cache (not enrolled).
-    for name in enrolled:
-        cache.apply_namespace(name, {"metadata": {"name": name}})
-    opened = _open_namespace_gate(settings)
+    cache = listed_cache(
+        nodes=snapshot.nodes,
+        # The what-if enrolment: an enrolled namespace answers the opened namespace gate,
+        # any other is unknown to the cache (not enrolled).
+        namespaces=({"metadata": {"name": name}} for name in enrolled),
+        limit_ranges=snapshot.limit_ranges,
+        vpas=snapshot.vpas or (),
+        pods=snapshot.pods,
+    )
+    # Each pod's labels, for ``-l``.
+    labels_by_uid = {
+        p["metadata"].get("uid") or "": p["metadata"].get("labels") or {} for p in snapshot.pods
+    }
+    # The namespace gate opened: enrolment is decided above.
+    opened = dataclasses.replace(
+        settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
+    )
     nodes: list[NodeOutcome] = []
     outcomes: list[PodOutcome] = []
     unmanaged: list[Unmanaged] = []
@@ -188,13 +179,6 @@ def simulate(
         enrolled=enrolled,
         notes=notes,
         unreadable=[u.key for u in cache.unreadable()],
-    )
-
-
-def _open_namespace_gate(settings: Settings) -> Settings:
-    """``settings`` with the namespace gate opened: enrolment is decided beforehand."""
-    return dataclasses.replace(
-        settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
     )
 
 

@@ -1,7 +1,5 @@
 """``kubectl headroom simulate``: its arguments and its run, over any snapshot source."""
 
-from __future__ import annotations
-
 import argparse
 import gc
 import sys

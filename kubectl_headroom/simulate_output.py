@@ -1,7 +1,5 @@
 """How ``kubectl headroom simulate`` prints: tables for people, JSON or YAML for tools."""
 
-from __future__ import annotations
-
 import sys
 from typing import Any, TextIO
 

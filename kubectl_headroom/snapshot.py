@@ -6,8 +6,6 @@ simulates offline (in CI, or on a laptop) exactly like the live cluster it came 
 Files are JSON, gzip-compressed when the name ends in ``.gz``.
 """
 
-from __future__ import annotations
-
 import gzip
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass

@@ -1,7 +1,5 @@
 """Reading a snapshot from the live cluster: only GETs, in pages, stripped as they arrive."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 
 from app.core import apipaths

@@ -1,7 +1,5 @@
 """A read-only snapshot of what the plugin inspects, fetched as plain JSON."""
 
-from __future__ import annotations
-
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar

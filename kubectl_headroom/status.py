@@ -1,10 +1,8 @@
 """``kubectl headroom status``: mode, scope, leader and recent outcomes."""
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -24,12 +22,7 @@ class PoolStatus:
     overrides: Sequence[str]
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "nodes": self.nodes,
-            "mode": self.mode,
-            "overrides": list(self.overrides),
-        }
+        return {**asdict(self), "overrides": list(self.overrides)}
 
 
 @dataclass(frozen=True)
@@ -121,10 +114,7 @@ def summarize(
     leader: LeaderStatus | None = None,
 ) -> Status:
     status = (config or {}).get("status") or {}
-    ready = next(
-        (c for c in status.get("conditions") or () if c.get("type") == "Ready"),
-        None,
-    )
+    ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
     ours = [e for e in events if e.get("reason") in REASONS]
     ours.sort(key=event_time)
     counts = Counter(str(e["reason"]) for e in ours)

@@ -1,7 +1,5 @@
 """``kubectl headroom version``: the plugin's version and, unless ``--client``, the server's."""
 
-from __future__ import annotations
-
 from importlib import metadata
 from typing import Final
 

@@ -4,8 +4,6 @@ The result goes through the validating webhook's own validator, so a what-if con
 that the cluster would refuse is refused here too, with every field error at once.
 """
 
-from __future__ import annotations
-
 import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path

@@ -118,11 +118,9 @@ class LeaderElector:
             return
         self._leading = False
         now = micro_time(self._wall_clock())
-        lease = dict(self._lease)
-        spec = dict(lease.get("spec") or {})
-        spec.pop("holderIdentity", None)
+        spec = {k: v for k, v in (self._lease.get("spec") or {}).items() if k != "holderIdentity"}
         spec.update({"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now})
-        lease["spec"] = spec
+        lease = {**self._lease, "spec": spec}
         try:
             response = await self._api.request("PUT", self._lease_path, body=lease)
         except ApiUnavailable as exc:

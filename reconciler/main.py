@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
 from app.io.budget import Lane, WriteBudget
+from app.io.flags import bind_address, boolean
 from app.io.http import KubeHttp
 from app.io.kubeconfig import KubeConfigError, async_api_client
 from app.io.logs import configure_logging
@@ -38,15 +39,6 @@ DISABLED: Final = "0"
 USER_AGENT: Final = "headroom-reconciler"
 
 
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("true", "1", "t", "yes"):
-        return True
-    if lowered in ("false", "0", "f", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def _duration(text: str) -> float:
     try:
         seconds = parse_duration_seconds(text)
@@ -58,12 +50,7 @@ def _duration(text: str) -> float:
 
 
 def _address(text: str) -> str:
-    if text != DISABLED:
-        try:
-            parse_bind_address(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from err
-    return text
+    return text if text == DISABLED else bind_address(text)
 
 
 def default_lease_namespace() -> str:
@@ -87,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flag(
         "--metrics-secure",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=True,
@@ -107,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flag(
         "--leader-elect",
-        type=_bool,
+        type=boolean,
         nargs="?",
         const=True,
         default=False,

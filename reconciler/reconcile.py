@@ -66,13 +66,10 @@ class NodeReconciler:
         self._clock = clock
         self._wall_clock = wall_clock
         self._tallies: dict[str, _NodeTally] = {}
-        self._managed_total = 0
+        # Managed pods across all nodes: the sum of the tallies.
+        self.managed_pods = 0
         self._deferred_total = 0
         self._pool_managed: dict[str, int] = {}
-
-    @property
-    def managed_pods(self) -> int:
-        return self._managed_total
 
     @property
     def managed_nodes(self) -> int:
@@ -172,9 +169,8 @@ class NodeReconciler:
             self._metrics.pod_limit_cores.labels(namespace=pod.namespace, pod=pod.name).set(
                 pod_result.target_m / 1000
             )
-        deferred = sum(1 for r in result.pods if r.pod.resize_pending == DEFERRED) + sum(
-            1 for pod in decision.backed_off if pod.resize_pending == DEFERRED
-        )
+        pods = (*(r.pod for r in result.pods), *decision.backed_off)
+        deferred = sum(1 for pod in pods if pod.resize_pending == DEFERRED)
         self._set_tally(
             name,
             _NodeTally(
@@ -193,14 +189,14 @@ class NodeReconciler:
         if old is not None:
             for namespace, pod in old.series - kept:
                 self._metrics.forget_pod(namespace=namespace, pod=pod)
-            self._managed_total -= old.managed
+            self.managed_pods -= old.managed
             self._deferred_total -= old.deferred
             self._count_pool(old.pool, -old.managed)
         if tally is not None:
-            self._managed_total += tally.managed
+            self.managed_pods += tally.managed
             self._deferred_total += tally.deferred
             self._count_pool(tally.pool, tally.managed)
-        self._metrics.pods_managed.set(self._managed_total)
+        self._metrics.pods_managed.set(self.managed_pods)
         self._metrics.resizes_deferred.set(self._deferred_total)
 
     def _count_pool(self, pool: str | None, change: int) -> None:

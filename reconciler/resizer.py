@@ -60,16 +60,12 @@ class Round:
     """One reconcile of one node, observed in the duration histogram once every resize it
     planned has been answered, called off or replaced."""
 
-    __slots__ = ("_metrics", "_pending", "_started")
+    __slots__ = ("_metrics", "_pending", "started")
 
     def __init__(self, *, metrics: ReconcilerMetrics, started: float) -> None:
         self._metrics = metrics
-        self._started = started
+        self.started = started
         self._pending = 1
-
-    @property
-    def started(self) -> float:
-        return self._started
 
     def add(self) -> None:
         self._pending += 1
@@ -77,7 +73,7 @@ class Round:
     def done(self, now: float) -> None:
         self._pending -= 1
         if self._pending == 0:
-            self._metrics.reconcile_duration.observe(max(0.0, now - self._started))
+            self._metrics.reconcile_duration.observe(max(0.0, now - self.started))
 
 
 @dataclass(slots=True, eq=False)

@@ -119,7 +119,7 @@ class Writer:
         message: str,
         warning: bool,
         precondition: Precondition,
-    ) -> bool:
+    ) -> None:
         """Record an event; a failure is logged, never retried (events are best effort)."""
         body = event_body(
             namespace=pod.namespace,
@@ -141,12 +141,11 @@ class Writer:
             )
         except ApiUnavailable as exc:
             log.warning("cannot record event %s: %s", reason, exc, extra=pod_context(pod))
-            return False
+            return
         if not response.ok:
             log.warning(
                 "cannot record event %s: %s", reason, response.message, extra=pod_context(pod)
             )
-        return response.ok
 
     async def config_status(
         self, status: Mapping[str, Any], *, precondition: Precondition

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from app.io.flags import bind_address, boolean
 from app.io.http import KubeHttp
 from app.io.kubeconfig import KubeConfigError, async_api_client
 from app.io.logs import configure_logging
@@ -35,23 +36,6 @@ logger = logging.getLogger(__name__)
 _KEEP_ALIVE_SECONDS = 120
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _address(text: str) -> str:
-    try:
-        parse_bind_address(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from err
-    return text
-
-
 def _directory(text: str) -> Path:
     path = Path(text)
     if not path.is_dir():
@@ -63,17 +47,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="headroom-webhook", description="Headroom's admission webhook server."
     )
-    parser.add_argument("--bind-address", type=_address, default=":9443", metavar="[HOST]:PORT")
+    parser.add_argument("--bind-address", type=bind_address, default=":9443", metavar="[HOST]:PORT")
     parser.add_argument(
         "--cert-dir",
         type=_directory,
         help="directory holding tls.crt and tls.key; without it, an in-memory self-signed "
         "certificate is served (with a warning)",
     )
-    parser.add_argument("--metrics-bind-address", type=_address, default=":8443")
+    parser.add_argument("--metrics-bind-address", type=bind_address, default=":8443")
     parser.add_argument(
         "--metrics-secure",
-        type=_bool,
+        type=boolean,
         default=True,
         metavar="true|false",
         help="serve metrics over HTTPS behind Kubernetes authn/authz (default true)",
@@ -83,7 +67,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=_directory,
         help="directory holding the metrics tls.crt and tls.key (e.g. a cert-manager Secret)",
     )
-    parser.add_argument("--health-probe-bind-address", type=_address, default=":8081")
+    parser.add_argument("--health-probe-bind-address", type=bind_address, default=":8081")
     parser.add_argument("--kubeconfig", help="kubeconfig path; else in-cluster, else default")
     parser.add_argument("--log-format", choices=["json", "text"], default="json")
     parser.add_argument(

@@ -39,6 +39,7 @@ from app.core.views import (
     labels,
     limit_range_view,
     node_record,
+    object_key,
     vpa_view,
 )
 
@@ -177,12 +178,6 @@ def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
         return Unreadable(
             key=key, node_name=(spec.nodeName if spec else None) or "", reason=str(err)
         )
-
-
-def pod_record_from_dict(obj: Mapping[str, Any]) -> PodInfo | Unreadable:
-    """`pod_record` of a pod held as a dict (a listed or saved item)."""
-    wire = pod_wire(obj)
-    return pod_record(pod_key(wire), wire)
 
 
 def pod_key(pod: PodWire) -> str:
@@ -425,3 +420,27 @@ class ClusterCache:
             in_namespace.discard(key)
             if not in_namespace:
                 del self._pods_by_namespace[pod.namespace]
+
+
+def listed_cache(
+    *,
+    nodes: Iterable[Mapping[str, Any]],
+    namespaces: Iterable[Mapping[str, Any]],
+    limit_ranges: Iterable[Mapping[str, Any]],
+    vpas: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+) -> ClusterCache:
+    """A cache of objects listed already, for the tools, which decide on demand."""
+    cache = ClusterCache(listener=Quiet())
+    for node in nodes:
+        cache.apply_node(object_key(node), node)
+    for namespace in namespaces:
+        cache.apply_namespace(object_key(namespace), namespace)
+    for limit_range in limit_ranges:
+        cache.apply_limit_range(object_key(limit_range), limit_range)
+    for vpa in vpas:
+        cache.apply_vpa(object_key(vpa), vpa)
+    for pod in pods:
+        wire = pod_wire(pod)
+        cache.apply_pod(pod_key(wire), wire)
+    return cache

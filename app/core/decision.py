@@ -15,7 +15,6 @@ Back-off is what the reconciler remembers (``Remembered``). The tools remember n
 back-off from a pod whose kubelet reports its resize ``Infeasible``.
 """
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -28,7 +27,6 @@ from app.core.eligibility import (
     vpa_controls_limits,
     vpa_targets_pod,
 )
-from app.core.limitrange import LimitRangeCaps
 from app.core.pods import PodInfo, booked_cpu_m
 from app.core.policy import NodeInput, NodeResult, compute_node
 from app.core.views import NodeRecord
@@ -92,11 +90,7 @@ class NodeDecision:
 
 
 def pod_gate(
-    settings: Settings,
-    pod: PodInfo,
-    *,
-    node: NodeRecord | None,
-    lookups: Lookups,
+    settings: Settings, pod: PodInfo, *, node: NodeRecord | None, lookups: Lookups
 ) -> Ineligible | None:
     """Every gate but back-off, for one pod: the first it fails, or None.
 
@@ -151,7 +145,9 @@ def decide_node(
             allocatable_m=node.allocatable_m,
             booked_m=booked_cpu_m(view.pods),
             pods=managed,
-            limit_ranges=_limit_ranges(managed, lookups),
+            limit_ranges={
+                ns: lookups.limit_range_caps(ns) for ns in {p.namespace for p in managed}
+            },
         ),
         node_settings,
     )
@@ -166,11 +162,3 @@ def decide_node(
         unreadable=view.unreadable,
         retry_after=retry,
     )
-
-
-def _limit_ranges(pods: list[PodInfo], lookups: Lookups) -> Mapping[str, LimitRangeCaps]:
-    caps: dict[str, LimitRangeCaps] = {}
-    for pod in pods:
-        if pod.namespace not in caps:
-            caps[pod.namespace] = lookups.limit_range_caps(pod.namespace)
-    return caps

@@ -10,7 +10,7 @@ import functools
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final, TypeVar
@@ -319,20 +319,12 @@ def resource_facts(
     apps = wire.containers or ()
     sidecars = [c for c in inits if c.restartPolicy == "Always"]
     plain_inits = [c for c in inits if c.restartPolicy != "Always"]
-    app_resources = [_resources(c) for c in apps]
-    sidecar_resources = [_resources(c) for c in sidecars]
+    resizable = [_resources(c) for c in (*apps, *sidecars)]
     plain_resources = [_resources(c) for c in plain_inits]
-    containers = (
-        *(
-            _container(c, sidecar=False, resources=r)
-            for c, r in zip(apps, app_resources, strict=True)
-        ),
-        *(
-            _container(c, sidecar=True, resources=r)
-            for c, r in zip(sidecars, sidecar_resources, strict=True)
-        ),
+    containers = tuple(
+        _container(c, sidecar=index >= len(apps), resources=r)
+        for index, (c, r) in enumerate(zip((*apps, *sidecars), resizable, strict=True))
     )
-    resizable = [*app_resources, *sidecar_resources]
     cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
     limits = [c.cpu_limit_m for c in cpu_containers]
     request_m = sum(c.cpu_request_m for c in cpu_containers)
@@ -343,21 +335,11 @@ def resource_facts(
     if pod_level is None:
         qos = qos or _qos([*resizable, *plain_resources])
         # The pod as it would be if the policy gave it no burst at all.
-        pinned = [
-            _Resources(r.cpu_request, r.cpu_request, r.memory_request, r.memory_limit)
-            if r.cpu_request
-            else r
-            for r in resizable
-        ]
+        pinned = [replace(r, cpu_limit=r.cpu_request) if r.cpu_request else r for r in resizable]
         guaranteed_if_pinned = _qos([*pinned, *plain_resources]) == GUARANTEED
     else:
         qos = qos or _requirements_qos(pod_level)
-        pinned_pod = _Resources(
-            pod_level.cpu_request,
-            pod_level.cpu_request,
-            pod_level.memory_request,
-            pod_level.memory_limit,
-        )
+        pinned_pod = replace(pod_level, cpu_limit=pod_level.cpu_request)
         guaranteed_if_pinned = _requirements_qos(pinned_pod) == GUARANTEED
         request_m = _millis(pod_level.cpu_request) or 0
         limit_m = _millis(pod_level.cpu_limit) or 0
@@ -484,7 +466,7 @@ def _pod_level(
         return None
     requests = resources.requests or {}
     limits = resources.limits or {}
-    if not any(_pod_level_resource(name) for name in (*requests, *limits)):
+    if not any(n in ("cpu", "memory") or n.startswith("hugepages-") for n in (*requests, *limits)):
         return None
     cpu_limit = _quantity(limits.get("cpu"))
     memory_limit = _quantity(limits.get("memory"))
@@ -498,10 +480,6 @@ def _pod_level(
     elif cpu_request is None:
         cpu_request = _sum_or_none([c.cpu_request for c in containers])
     return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
-
-
-def _pod_level_resource(name: str) -> bool:
-    return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
 def _sum_or_none(values: Sequence[Fraction | None]) -> Fraction | None:

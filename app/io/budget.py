@@ -35,30 +35,22 @@ class TokenBucket:
 
     def __init__(self, *, rate: float, burst: int, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._rate = rate
-        self._burst = burst
+        self.rate = rate
+        self.burst = burst
         self._tokens = float(burst)
         self._stamp = clock()
 
-    @property
-    def rate(self) -> float:
-        return self._rate
-
-    @property
-    def burst(self) -> int:
-        return self._burst
-
     def reconfigure(self, *, rate: float, burst: int) -> None:
         self._refill()
-        self._rate = rate
-        self._burst = burst
+        self.rate = rate
+        self.burst = burst
         self._tokens = min(self._tokens, float(burst))
 
     def reserve(self) -> float:
         """Take one token; return how many seconds to wait before acting on it."""
         self._refill()
         self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
 
     def take(self) -> bool:
         """Take a token if a whole one is there (to within rounding: a timer set for the
@@ -71,18 +63,18 @@ class TokenBucket:
 
     def give_back(self) -> None:
         self._refill()
-        self._tokens = min(float(self._burst), self._tokens + 1)
+        self._tokens = min(float(self.burst), self._tokens + 1)
 
     def seconds_to_next(self) -> float:
         """How long until a whole token is there."""
         self._refill()
-        return max(0.0, (1 - self._tokens) / self._rate)
+        return max(0.0, (1 - self._tokens) / self.rate)
 
     def _refill(self) -> None:
         now = self._clock()
         elapsed = max(0.0, now - self._stamp)
         self._stamp = now
-        self._tokens = min(float(self._burst), self._tokens + elapsed * self._rate)
+        self._tokens = min(float(self.burst), self._tokens + elapsed * self.rate)
 
 
 class WriteBudget:

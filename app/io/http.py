@@ -14,6 +14,7 @@ goes out, so a write that is no longer wanted is never sent.
 """
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -151,41 +152,28 @@ class KubeHttp:
         With a `lane`, a token of its budget is taken first; `precondition` is then checked
         right before sending, and when it fails the token is refunded and `Skipped` raised.
         """
-        if lane is None:
-            return await self._send(method, path, query=query, body=body, content_type=content_type)
+        budget = None if lane is None else self._budgets.get(lane)
         # The token first: a write holds a connection slot only once it may go.
-        budget = self._budgets.get(lane)
         if budget is not None:
             await budget.acquire()
-        async with self._writes[lane]:
+        async with contextlib.nullcontext() if lane is None else self._writes[lane]:
             if precondition is not None and not precondition():
                 if budget is not None:
                     budget.refund()
                 raise Skipped
-            return await self._send(method, path, query=query, body=body, content_type=content_type)
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]],
-        body: Mapping[str, Any] | None,
-        content_type: str,
-    ) -> ApiResponse:
-        try:
-            async with self._open(
-                method,
-                path,
-                query=query,
-                body=body,
-                content_type=content_type,
-                client_timeout=aiohttp.ClientTimeout(total=self._timeout),
-            ) as response:
-                data = await response.read()
-                return ApiResponse(code=response.status, body=data)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+            timeout = aiohttp.ClientTimeout(total=self._timeout)
+            try:
+                async with self._open(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=timeout,
+                ) as response:
+                    return ApiResponse(code=response.status, body=await response.read())
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
 
     async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any]:
         return await self._json("GET", path, query=list((params or {}).items()), body=None)

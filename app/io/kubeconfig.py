@@ -30,10 +30,6 @@ async def async_api_client(
                 persist_config=False,
             )
     except (aio_config.ConfigException, OSError) as err:
-        raise KubeConfigError(_describe(kubeconfig, err)) from err
+        source = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster or default kubeconfig"
+        raise KubeConfigError(f"cannot load cluster credentials from {source}: {err}") from err
     return aio_client.ApiClient(configuration)
-
-
-def _describe(kubeconfig: str | None, err: Exception) -> str:
-    source = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster or default kubeconfig"
-    return f"cannot load cluster credentials from {source}: {err}"

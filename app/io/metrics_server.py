@@ -25,13 +25,15 @@ import uvicorn
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.core.apipaths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
+from app.core.apipaths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
 from certs.source import CertificateSource, certificate_source
 
 logger = logging.getLogger(__name__)
 
 METRICS_PATH: Final = "/metrics"
 _REVIEW_SECONDS: Final = 5.0
+# The fields of a TokenReview's user, by the SubjectAccessReview spec key they fill.
+_USER_FIELDS: Final = {"user": "username", "uid": "uid", "groups": "groups", "extra": "extra"}
 
 
 class Access(StrEnum):
@@ -84,38 +86,24 @@ class KubeAccessReviewer:
 
     async def _review(self, token: str) -> Access:
         token_review = await self._api.post(
-            TOKEN_REVIEWS.path(),
-            {
-                "apiVersion": TOKEN_REVIEWS.api_version,
-                "kind": "TokenReview",
-                "spec": {"token": token},
-            },
+            TOKEN_REVIEWS.path(), _review_body(TOKEN_REVIEWS, "TokenReview", {"token": token})
         )
         status = token_review.get("status") or {}
         if not status.get("authenticated"):
             return Access.UNAUTHENTICATED
         user = status.get("user") or {}
-        spec = {
-            key: user[field]
-            for key, field in (
-                ("user", "username"),
-                ("uid", "uid"),
-                ("groups", "groups"),
-                ("extra", "extra"),
-            )
-            if user.get(field)
-        }
+        spec = {key: user[field] for key, field in _USER_FIELDS.items() if user.get(field)}
         spec["nonResourceAttributes"] = {"path": METRICS_PATH, "verb": "get"}
         access_review = await self._api.post(
             SUBJECT_ACCESS_REVIEWS.path(),
-            {
-                "apiVersion": SUBJECT_ACCESS_REVIEWS.api_version,
-                "kind": "SubjectAccessReview",
-                "spec": spec,
-            },
+            _review_body(SUBJECT_ACCESS_REVIEWS, "SubjectAccessReview", spec),
         )
         allowed = (access_review.get("status") or {}).get("allowed") is True
         return Access.ALLOWED if allowed else Access.FORBIDDEN
+
+
+def _review_body(resource: Resource, kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": resource.api_version, "kind": kind, "spec": spec}
 
 
 class MetricsApp:
@@ -292,23 +280,21 @@ def metrics_listener(
     ``api`` (for TokenReview/SubjectAccessReview) is required when ``secure``.
     """
     host, port = parse_bind_address(bind_address)
+    reviewer: AccessReviewer | None = None
+    certificates: CertificateSource | None = None
     if not secure:
         logger.warning(
             "metrics are served over plain HTTP without authentication (--metrics-secure=false)"
         )
-        return Listener(
-            name="metrics",
-            app=MetricsApp(registry=registry, reviewer=None),
-            host=host,
-            port=port,
-            certificates=None,
-        )
-    if api is None:
+    elif api is None:
         raise ValueError("secure metrics need an API client for token and access reviews")
+    else:
+        reviewer = KubeAccessReviewer(api)
+        certificates = certificate_source(cert_dir=cert_path, purpose="metrics")
     return Listener(
         name="metrics",
-        app=MetricsApp(registry=registry, reviewer=KubeAccessReviewer(api)),
+        app=MetricsApp(registry=registry, reviewer=reviewer),
         host=host,
         port=port,
-        certificates=certificate_source(cert_dir=cert_path, purpose="metrics"),
+        certificates=certificates,
     )

@@ -125,17 +125,13 @@ class Reflector:
         rand: random.Random | None = None,
     ) -> None:
         self._api = api
-        self._path = path
+        self.path = path
         self._handler = handler
         self._field_selector = field_selector
         self._page_size = page_size
         self._rand = rand if rand is not None else random.Random()  # noqa: S311 - jitter, not crypto
         self._backoff = ExponentialBackoff(initial=0.5, cap=30.0, rand=self._rand)
         self.synced = asyncio.Event()
-
-    @property
-    def path(self) -> str:
-        return self._path
 
     async def run(self) -> None:
         resource_version: str | None = None
@@ -149,7 +145,7 @@ class Reflector:
                         continue
                 resource_version = await self._watch(resource_version)
             except _Gone:
-                log.info("watch expired; relisting", extra={"resource": self._path})
+                log.info("watch expired; relisting", extra={"resource": self.path})
                 resource_version = None
             except (ApiUnavailable, ApiError, *_DECODE_ERRORS) as exc:
                 delay = self._backoff.next_delay()
@@ -157,15 +153,13 @@ class Reflector:
                     "list/watch failed; retrying in %.1fs: %s",
                     delay,
                     exc,
-                    extra={"resource": self._path},
+                    extra={"resource": self.path},
                 )
                 await asyncio.sleep(delay)
             except Exception:
                 # A bug in handling one object must not leave the cache silently stale:
                 # start over from a fresh list.
-                log.exception(
-                    "list/watch handler failed; relisting", extra={"resource": self._path}
-                )
+                log.exception("list/watch handler failed; relisting", extra={"resource": self.path})
                 resource_version = None
                 await asyncio.sleep(self._backoff.next_delay())
 
@@ -185,7 +179,7 @@ class Reflector:
             while True:
                 response = await pending
                 if response.code == _NOT_FOUND:
-                    log.debug("API absent", extra={"resource": self._path})
+                    log.debug("API absent", extra={"resource": self.path})
                     self._handler.relist_finished()
                     return None
                 if response.code == _GONE:
@@ -214,7 +208,7 @@ class Reflector:
         query = [*self._selector_query(), ("limit", str(self._page_size))]
         if token:
             query.append(("continue", token))
-        return await self._api.request("GET", self._path, query=query)
+        return await self._api.request("GET", self.path, query=query)
 
     async def _watch(self, resource_version: str) -> str:
         query = [
@@ -224,7 +218,7 @@ class Reflector:
         ]
         try:
             async with self._api.stream(
-                self._path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
+                self.path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
             ) as stream:
                 async for line in stream:
                     resource_version = self._dispatch(line, resource_version)

@@ -85,12 +85,9 @@ class Multiplier(Kind):
         if exact is None:
             return None
         if not self.low <= exact <= self.high:
-            if self.low == 0:
-                findings.error(
-                    path, f"must be 0 (no cap) or greater than 0 and at most {self.high}"
-                )
-            else:
-                findings.error(path, f"must be between {self.low} and {self.high}")
+            no_cap = f"0 (no cap) or greater than 0 and at most {self.high}"
+            bounds = no_cap if self.low == 0 else f"between {self.low} and {self.high}"
+            findings.error(path, f"must be {bounds}")
             return None
         return exact
 

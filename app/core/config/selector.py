@@ -98,13 +98,9 @@ def _match_labels(obj: object, *, path: str, errors: list[FieldError]) -> list[R
         return []
     requirements = []
     for key, value in obj.items():
-        key_error = label_key_error(key)
-        value_error = label_value_error(value)
-        if key_error:
-            errors.append(FieldError(f"{path}[{key}]", key_error))
-        if value_error:
-            errors.append(FieldError(f"{path}[{key}]", value_error))
-        if not key_error and not value_error:
+        problems = [p for p in (label_key_error(key), label_value_error(value)) if p]
+        errors.extend(FieldError(f"{path}[{key}]", problem) for problem in problems)
+        if not problems:
             requirements.append(Requirement(key, Operator.IN, frozenset({value})))
     return requirements
 
