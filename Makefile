@@ -14,6 +14,8 @@ NAMESPACE ?= kube-headroom-system
 IMG ?= ghcr.io/karlkfi/kube-headroom:0.1.0
 HELM ?= $(shell command -v helm 2>/dev/null || echo $${HEADROOM_CACHE:-$$HOME/.cache/headroom}/k8s-$(K8S_VERSION)/bin/helm)
 PYTEST_ARGS ?=
+# Workers for the unit and integration tiers, each with its own control plane.
+TEST_WORKERS ?= 2
 # 100% branch coverage of the pure core is a gate, not a goal.
 COVERAGE_GATE := --cov=app.core.policy --cov=app.core.eligibility --cov-branch --cov-report=term-missing:skip-covered --cov-fail-under=100
 
@@ -47,7 +49,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 
 .PHONY: test
 test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
-	$(BIN)/pytest $(COVERAGE_GATE) $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory realnode
 
@@ -57,7 +59,7 @@ test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if mis
 
 .PHONY: test-integration
 test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSION
-	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) -m integration $(PYTEST_ARGS)
 
 .PHONY: test-k8s-min
 test-k8s-min: ## Integration and real-node tiers at the oldest supported minor (newest 1.35.x)
