@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "headroom.json"
-# Grafana's escaping of a variable's value inside a regex matcher: regex metacharacters,
-# each behind a backslash that is itself escaped for the PromQL string.
-_REGEX_SPECIAL = re.compile(r"([\\^$*+?.()|\[\]{}])")
+# Grafana's escaping of a variable's value inside a regex matcher (its Prometheus data
+# source's prometheusRegularEscape): a backslash becomes four, and each of these
+# characters gets a backslash, itself escaped for the PromQL string.
+_REGEX_SPECIAL = re.compile(r"([$^*{}\[\]'+?.()|])")
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
@@ -51,7 +52,8 @@ def grafana_expr(
             continue
         name = variable["name"]
         if name in picked:
-            values[name] = _REGEX_SPECIAL.sub(r"\\\\\1", picked[name])
+            escaped = picked[name].replace("\\", "\\" * 4)
+            values[name] = _REGEX_SPECIAL.sub(r"\\\\\1", escaped)
         else:
             values[name] = variable["allValue"]
     unknown = set(picked) - set(values)

@@ -19,6 +19,8 @@ def test_a_picked_value_is_escaped_for_a_regex_matcher() -> None:
         LIMIT, step=5, scrape_interval=5, picked={"pod": "web.1", "namespace": "a"}
     )
     assert picked == 'headroom_pod_limit_cores{namespace=~"a", pod=~"web\\\\.1"}'
+    slashed = grafana_expr('up{pod=~"$pod"}', step=5, scrape_interval=5, picked={"pod": "a\\b"})
+    assert slashed == 'up{pod=~"a\\\\\\\\b"}'
 
 
 @pytest.mark.parametrize(
