@@ -103,13 +103,18 @@ class Prometheus:
             ],
             log_dir=self.work_dir,
         )
-        wait_until(self.process, lambda: self._get("/-/ready", raw=True), "/-/ready")
+        wait_until(self.process, self.ready, "/-/ready")
 
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
 
-    def _get(self, path: str, raw: bool = False, **params: str) -> Any:
+    def ready(self) -> bool:
+        """Whether it serves queries (its 503 while it starts raises, as a URLError)."""
+        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+            return bool(response.status == 200)
+
+    def _get(self, path: str, **params: str) -> Any:
         url = f"{self.url}{path}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
@@ -118,8 +123,6 @@ class Prometheus:
                 body = response.read()
         except urllib.error.HTTPError as err:
             raise PrometheusError(f"GET {url}: {err.code} {err.read().decode()[:500]}") from err
-        if raw:
-            return True
         answer = json.loads(body)
         if answer.get("status") != "success":
             raise PrometheusError(f"GET {url}: {answer}")

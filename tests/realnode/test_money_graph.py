@@ -160,5 +160,7 @@ def test_the_money_graph_and_every_panel(
             empty.append(f"{title}: {query}")
     assert not empty, "panels without data:\n" + "\n".join(empty)
     assert set(left_out) == {"Booked by pod (CPU requests) on $node"}, left_out
+    checked = len(panel_exprs()) - len(left_out)
+    say(pytestconfig, f"{checked} panel queries returned data; left out: {sorted(set(left_out))}")
     pool: list[tuple[Labels, float]] = prometheus.query("headroom_pool_pods_managed")
     assert [(labels.get("pool"), value) for labels, value in pool] == [("workload", 1.0)]
