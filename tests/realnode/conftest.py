@@ -51,7 +51,10 @@ __all__ = ["configure", "crd", "helm", "start_reconciler"]
 HARNESS_ENV = "HEADROOM_REALNODE"
 # Prometheus's identity: a ServiceAccount, as an operator's Prometheus has.
 SCRAPER = ServiceAccount(namespace=RELEASE_NAMESPACE, name="prometheus")
-SCRAPE_INTERVAL = 5.0
+# A kubelet's cAdvisor refreshes a container's stats every 10 to 15 s (its housekeeping)
+# and stamps them with that time, so a faster scrape only repeats samples. 15 s is also
+# Grafana's default scrape interval for a Prometheus data source.
+SCRAPE_INTERVAL = 15.0
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "_artifacts" / "realnode"
 

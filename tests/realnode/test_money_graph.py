@@ -14,6 +14,7 @@ series they read, so no other target can be.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -21,7 +22,7 @@ import pytest
 
 from devcluster.prometheus import Labels, Prometheus
 from devcluster.realnodes import WORKLOAD
-from tests.integration.conftest import Cluster, eventually
+from tests.integration.conftest import Cluster
 from tests.integration.reconciler.conftest import Reconciler
 from tests.realnode import builders
 from tests.realnode.conftest import SCRAPE_INTERVAL, say, wait_agreed
@@ -56,20 +57,39 @@ def overlay() -> tuple[str, str]:
     raise AssertionError("no panel overlays headroom_pod_limit_cores on CFS throttling")
 
 
-def money_graph(prometheus: Prometheus, namespace: str, pod: str) -> tuple[float, float] | None:
+def money_graph(prometheus: Prometheus, namespace: str, pod: str) -> tuple[float, float]:
     """(limit in cores, throttled share of periods) the overlay draws for ``pod`` now,
-    with the dashboard's namespace and pod variables picked for it; None until both
-    queries return that pod's series."""
+    with the dashboard's namespace and pod variables picked for it; NaN for a query that
+    returns no series for the pod."""
     picked = {"namespace": namespace, "pod": pod}
     values = []
     for expr in overlay():
         query = grafana_expr(expr, step=STEP, scrape_interval=SCRAPE_INTERVAL, picked=picked)
         found = [value for labels, value in prometheus.query(query) if labels == picked]
-        if not found:
-            return None
-        values.append(found[0])
+        values.append(found[0] if found else math.nan)
     limit, throttled = values
     return limit, throttled
+
+
+def wait_money_graph(
+    prometheus: Prometheus,
+    namespace: str,
+    pod: str,
+    *,
+    limit: float,
+    throttled: Callable[[float], bool],
+    timeout: float = 180.0,
+) -> tuple[float, float]:
+    """Until the overlay draws ``limit`` for the pod and a throttled share that
+    ``throttled`` accepts (a rate window of 4 scrapes needs a minute of samples)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = money_graph(prometheus, namespace, pod)
+        if seen[0] == limit and throttled(seen[1]):
+            return seen
+        if time.monotonic() > deadline:
+            pytest.fail(f"the money graph of {pod} after {timeout}s: (limit, throttled) {seen}")
+        time.sleep(5)
 
 
 def test_the_money_graph_and_every_panel(
@@ -110,16 +130,8 @@ def test_the_money_graph_and_every_panel(
         "burn",
         until=lambda seen: seen.containers["app"].spec == round(BOOKED_LIMIT * 1000),
     )
-    booked = eventually(
-        lambda: (
-            (seen := money_graph(prometheus, managed_namespace, "burn"))
-            and seen[0] == BOOKED_LIMIT
-            and seen[1] > 0.5
-            and seen
-        ),
-        timeout=90,
-        interval=STEP,
-        what=f"the money graph: a {BOOKED_LIMIT}-core limit and most periods throttled",
+    booked = wait_money_graph(
+        prometheus, managed_namespace, "burn", limit=BOOKED_LIMIT, throttled=lambda x: x > 0.5
     )
 
     control_plane.kubectl("delete", "pod", "neighbour", "-n", namespace, "--wait=false")
@@ -129,16 +141,8 @@ def test_the_money_graph_and_every_panel(
         "burn",
         until=lambda seen: seen.containers["app"].spec == round(FREE_LIMIT * 1000),
     )
-    free = eventually(
-        lambda: (
-            (seen := money_graph(prometheus, managed_namespace, "burn"))
-            and seen[0] == FREE_LIMIT
-            and seen[1] < 0.1
-            and seen
-        ),
-        timeout=90,
-        interval=STEP,
-        what=f"the money graph: a {FREE_LIMIT}-core limit and no periods throttled",
+    free = wait_money_graph(
+        prometheus, managed_namespace, "burn", limit=FREE_LIMIT, throttled=lambda x: x < 0.1
     )
     say(
         pytestconfig,
