@@ -142,7 +142,7 @@ def test_the_money_graph_and_every_panel(
         until=lambda seen: seen.containers["app"].spec == round(FREE_LIMIT * 1000),
     )
     free = wait_money_graph(
-        prometheus, managed_namespace, "burn", limit=FREE_LIMIT, throttled=lambda x: x < 0.1
+        prometheus, managed_namespace, "burn", limit=FREE_LIMIT, throttled=lambda x: x < 0.02
     )
     say(
         pytestconfig,
