@@ -56,6 +56,19 @@ class AddonPaths:
         return [str(path) for path in wanted if not path.exists()]
 
 
+def _prometheus_path() -> Path:
+    version = pinned_versions()["PROMETHEUS_VERSION"]
+    return cache_root() / f"prometheus-{version}" / "bin" / "prometheus"
+
+
+def prometheus_binary() -> Path:
+    """The Prometheus server alone (``bash hack/build-e2e.sh prometheus`` builds it)."""
+    path = _prometheus_path()
+    if not path.exists():
+        raise AddonNotBuiltError(f"missing {path}: run bash {BUILD_SCRIPT} prometheus")
+    return path
+
+
 def addon_paths() -> AddonPaths:
     """Where hack/build-e2e.sh caches each part; raises naming what is missing."""
     v, cache = pinned_versions(), cache_root()
@@ -65,7 +78,7 @@ def addon_paths() -> AddonPaths:
         cert_manager_bin=cache / f"cert-manager-{v['CERT_MANAGER_VERSION']}" / "bin",
         prometheus_operator_bin=operator / "bin",
         prometheus_operator_crds=operator / "crds",
-        prometheus=cache / f"prometheus-{v['PROMETHEUS_VERSION']}" / "bin" / "prometheus",
+        prometheus=_prometheus_path(),
         docker_registry=debian
         / f"docker-registry-{v['DOCKER_REGISTRY_DEB_VERSION']}"
         / "usr/bin/docker-registry",

@@ -10,6 +10,7 @@
 #   debian-<suite>/              docker-registry, unpacked from its Debian package;
 #                                base-rootfs.tar, a minimal root filesystem with python3
 #                                (debootstrap)
+# With the argument `prometheus`, only the Prometheus server is built.
 # Re-running is cheap: whatever is present is kept. Packages come only from the Go
 # module proxy and from the Debian archive the machine's apt is configured with.
 #
@@ -163,6 +164,20 @@ base_rootfs() {
   fi
   tar_tree "$rootfs" "$dir/base-rootfs.tar"
 }
+
+case "${1:-all}" in
+  prometheus)
+    # The Prometheus server alone (the real-node tier's scraper).
+    timed "prometheus" build_prometheus
+    echo "$cache"
+    exit 0
+    ;;
+  all) ;;
+  *)
+    echo "usage: $0 [prometheus]" >&2
+    exit 2
+    ;;
+esac
 
 timed "cert-manager-controller" build_cert_manager cert-manager-controller
 timed "cert-manager-cainjector" build_cert_manager cert-manager-cainjector

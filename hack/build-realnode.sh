@@ -8,6 +8,8 @@
 #   cni-plugins-<v>/bin            bridge, host-local, loopback
 #   realnode-tools/bin             node-agent (hack/go) and probe (tests/realnode/images),
 #                                  rebuilt when their source changes
+#   prometheus-<v>/bin/prometheus  the server that scrapes the kubelets' cAdvisor
+#                                  (hack/build-e2e.sh prometheus)
 #   debian-<suite>/<kernel>-<v>/   the guest kernel's Debian package, unpacked
 #   debian-<suite>/busybox-static-<v>/  busybox for the initramfs, unpacked
 #   debian-<suite>/node-rootfs.tar debootstrap minbase and what the node's init needs
@@ -239,6 +241,7 @@ guest_image() {
 
 mkdir -p "$out"
 timed "kubelet" bash "$here/build-control-plane.sh" kubelet >/dev/null
+timed "prometheus" bash "$here/build-e2e.sh" prometheus >/dev/null
 timed "containerd" build_containerd
 timed "runc" build_runc
 timed "CNI plugins" build_cni_plugins

@@ -3,7 +3,7 @@
 #
 #  1. builds what is missing, cached beside the control plane's binaries
 #     (hack/build-realnode.sh: the kubelet, containerd, runc, the CNI plugins, the guest
-#     kernel, initramfs and root disk, the pause and probe images);
+#     kernel, initramfs and root disk, the pause and probe images, Prometheus);
 #  2. runs tests/realnode (or, with --bench, bench/realnode_bench.py; with --demo ARGS...,
 #     `python -m devcluster.demo ARGS...`, which is how `make demo DEMO_ARGS=--real-nodes`
 #     gets here) in a network and mount namespace of its own: the guests' addresses exist

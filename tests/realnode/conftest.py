@@ -13,28 +13,48 @@ Outside ``make realnode`` these tests are deselected (plain ``pytest`` lists the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.core.apipaths import NODES
 from devcluster.kubepods import PodNotStartedError
 from devcluster.realnet import NAMESPACE_ENV
+from devcluster.prometheus import Prometheus, ScrapeTarget
 from devcluster.realnodes import RealCluster
 from tests.integration.conftest import Cluster, helm
-from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
-from tests.integration.reconciler.conftest import Pods, configure, crd, start_reconciler
+from tests.integration.rbac import (
+    RECONCILER,
+    RELEASE,
+    RELEASE_NAMESPACE,
+    WEBHOOK,
+    ServiceAccount,
+    chart_rbac,
+    service_account_kubeconfig,
+    service_account_token,
+)
+from tests.integration.reconciler.conftest import Pods, Reconciler, configure, crd, start_reconciler
 from tests.integration.webhook.conftest import MODE_LABEL, SCOPE_LABEL, Webhook, start_webhook
 from tests.realnode.kubelets import Kubelets, Observation
 
 __all__ = ["configure", "crd", "helm", "start_reconciler"]
 
+# Prometheus's identity: a ServiceAccount, as an operator's Prometheus has.
+SCRAPER = ServiceAccount(namespace=RELEASE_NAMESPACE, name="prometheus")
+# A kubelet's cAdvisor refreshes a container's stats every 10 to 15 s (its housekeeping)
+# and stamps them with that time, so a faster scrape only repeats samples. 15 s is also
+# Grafana's default scrape interval for a Prometheus data source.
+SCRAPE_INTERVAL = 15.0
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "_artifacts" / "realnode"
 
@@ -132,6 +152,101 @@ def webhook(
     finally:
         started.unregister()
         started.stop()
+
+
+@pytest.fixture(scope="session")
+def scraper_token(
+    control_plane: Cluster,
+    chart_identities: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Path]:
+    """A token file for Prometheus's ServiceAccount, bound to the chart's metrics-reader
+    ClusterRole (Headroom's /metrics) and to ``get nodes/metrics`` (the kubelets'
+    /metrics/cadvisor: a kubelet reviews the token, then asks the API server with a
+    SubjectAccessReview)."""
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole"}
+    subject = {"kind": "ServiceAccount", "name": SCRAPER.name, "namespace": SCRAPER.namespace}
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": SCRAPER.name, "namespace": SCRAPER.namespace},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "headroom-test-kubelet-metrics"},
+            "rules": [{"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}],
+        },
+        *(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"headroom-test-prometheus-{name}"},
+                "roleRef": role | {"name": name},
+                "subjects": [subject],
+            }
+            for name in ("headroom-test-kubelet-metrics", f"{RELEASE}-metrics-reader")
+        ),
+    ]
+    listed = {"apiVersion": "v1", "kind": "List", "items": objects}
+    control_plane.apply(listed)
+    path = tmp_path_factory.mktemp("prometheus") / "token"
+    path.write_text(service_account_token(control_plane, SCRAPER))
+    yield path
+    control_plane.kubectl(
+        "delete", "-f", "-", "--ignore-not-found", "--wait=false", input=json.dumps(listed)
+    )
+
+
+@pytest.fixture
+def start_prometheus(
+    real_cluster: RealCluster, webhook: Webhook, scraper_token: Path, tmp_path: Path
+) -> Iterator[Callable[[Reconciler], Prometheus]]:
+    """Start Prometheus scraping every kubelet's cAdvisor (at the address and port each
+    node reports, verified against the cluster's CA), the webhook's metrics (HTTPS with a
+    self-signed certificate) and a reconciler's; it is stopped after the test."""
+    running: list[Prometheus] = []
+
+    def start(reconciler: Reconciler) -> Prometheus:
+        kubelets = []
+        for guest in real_cluster:
+            node = real_cluster.api.get(NODES.path(name=guest.name))
+            assert node is not None, guest.name
+            (ip,) = [a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP"]
+            kubelets.append(f"{ip}:{node['status']['daemonEndpoints']['kubeletEndpoint']['Port']}")
+        prometheus = Prometheus(
+            work_dir=tmp_path / "prometheus",
+            scrape_interval=SCRAPE_INTERVAL,
+            targets=[
+                ScrapeTarget(
+                    job="kubelet-cadvisor",
+                    addresses=tuple(kubelets),
+                    scheme="https",
+                    metrics_path="/metrics/cadvisor",
+                    ca_file=real_cluster.plane.ca_file,
+                    token_file=scraper_token,
+                ),
+                ScrapeTarget(
+                    job="headroom-webhook",
+                    addresses=(f"127.0.0.1:{webhook.metrics_port}",),
+                    scheme="https",
+                    token_file=scraper_token,
+                ),
+                ScrapeTarget(
+                    job="headroom-reconciler",
+                    addresses=(urllib.parse.urlsplit(reconciler.metrics_url).netloc,),
+                ),
+            ],
+        )
+        running.append(prometheus)
+        prometheus.start()
+        prometheus.wait_scraped()
+        return prometheus
+
+    yield start
+    for prometheus in running:
+        prometheus.stop()
 
 
 def _make_namespace(cluster: Cluster, labels: dict[str, str]) -> str:

@@ -47,6 +47,9 @@ RESIZE_RESULTS: Final = tuple(result.value for result in Result)
 CADVISOR_THROTTLING: Final = "container_cpu_cfs_throttled_periods_total"
 CADVISOR_PERIODS: Final = "container_cpu_cfs_periods_total"
 KSM_REQUESTS: Final = "kube_pod_container_resource_requests"
+KSM_PHASE: Final = "kube_pod_status_phase"
+KSM_ALLOCATABLE: Final = "kube_node_status_allocatable"
+KUBE_STATE_METRICS: Final = frozenset({KSM_REQUESTS, KSM_PHASE, KSM_ALLOCATABLE})
 # The series from outside Headroom the dashboard may query, and their labels. Each is a
 # standard series of most clusters, and none is per pod in Headroom's own memory:
 # - cAdvisor's CFS counters (the kubelet's /metrics/cadvisor): the throttled share of periods;
@@ -55,8 +58,8 @@ EXTERNAL_SERIES: Final[Mapping[str, frozenset[str]]] = {
     CADVISOR_THROTTLING: frozenset({"namespace", "pod", "container"}),
     CADVISOR_PERIODS: frozenset({"namespace", "pod", "container"}),
     KSM_REQUESTS: frozenset({"namespace", "pod", "container", "node", "resource", "unit"}),
-    "kube_pod_status_phase": frozenset({"namespace", "pod", "phase"}),
-    "kube_node_status_allocatable": frozenset({"node", "resource", "unit"}),
+    KSM_PHASE: frozenset({"namespace", "pod", "phase"}),
+    KSM_ALLOCATABLE: frozenset({"node", "resource", "unit"}),
 }
 
 _KEYWORDS: Final = frozenset(

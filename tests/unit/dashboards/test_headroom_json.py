@@ -2,14 +2,11 @@
 processes' own, read from their registries, and the listed external ones), with a panel for
 every one Headroom exports."""
 
-import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.unit.dashboards.board import dashboard, panel_exprs, panels
 from tests.unit.dashboards.promql import (
     CADVISOR_PERIODS,
     CADVISOR_THROTTLING,
@@ -23,27 +20,7 @@ from tests.unit.dashboards.promql import (
     unknown_series,
 )
 
-DASHBOARD = Path(__file__).resolve().parents[3] / "dashboards" / "headroom.json"
 _LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$")
-
-
-def dashboard() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return loaded
-
-
-def panels(container: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in container.get("panels", []):
-        yield panel
-        yield from panels(panel)
-
-
-def panel_exprs() -> list[tuple[str, str]]:
-    return [
-        (panel["title"], target["expr"])
-        for panel in panels(dashboard())
-        for target in panel.get("targets", [])
-    ]
 
 
 def variable_selectors() -> list[tuple[str, str]]:
