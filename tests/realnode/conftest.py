@@ -29,8 +29,8 @@ import pytest
 
 from app.core.apipaths import NODES
 from devcluster.kubepods import PodNotStartedError
-from devcluster.realnet import NAMESPACE_ENV
 from devcluster.prometheus import Prometheus, ScrapeTarget
+from devcluster.realnet import NAMESPACE_ENV
 from devcluster.realnodes import RealCluster
 from tests.integration.conftest import Cluster, helm
 from tests.integration.rbac import (
