@@ -156,6 +156,10 @@ realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubel
 bench-realnode: $(STAMP) control-plane ## Neighbour binding/deletion to cpu.max on a real kubelet: p50/p90/max (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench
 
+.PHONY: bench-tenant
+bench-tenant: $(STAMP) control-plane ## A tenant's server under Headroom, static limits and no limit on a real kubelet: latency, throttling, neighbours (root)
+	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench-tenant
+
 .PHONY: clean
 clean: ## Remove the virtualenv and caches (not the control-plane binaries)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis _artifacts

@@ -22,21 +22,19 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from app.core.apipaths import PODS
-from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, MODE_LABEL
+from app.core.labels import MODE_LABEL
 from app.core.quantity import parse_cpu_millis
 from devcluster.guests import PROBE_IMAGE
-from devcluster.headroom import LocalHeadroom
+from devcluster.headroom import enforcing
 from devcluster.latency import CeilingTrials, Trial, report
 from devcluster.realnodes import WORKLOAD, RealCluster
 
-REPO = Path(__file__).resolve().parents[1]
 MANAGED = "bench-managed"
 NEIGHBOURS = "bench-neighbours"
 
@@ -84,7 +82,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="headroom-bench-realnode-"))
     run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
     cluster = RealCluster(work_dir=work, run_dir=run_dir, specs=(WORKLOAD,))
-    headroom: LocalHeadroom | None = None
     try:
         started = time.monotonic()
         cluster.start()
@@ -93,69 +90,43 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{WORKLOAD.name} Ready {cluster.ready_after[WORKLOAD.name]:.1f}s after qemu started"
         )
         plane = cluster.plane
-        subprocess.run(
-            [str(plane.tool("helm")), "upgrade", "--install", "kube-headroom-crds",
-             str(REPO / "chart" / "kube-headroom-crds")],
-            env=dict(plane.environ()), check=True, capture_output=True,
-        )  # fmt: skip
-        plane.kubectl(
-            "wait", "crd/headroomconfigs.kube-headroom.dev", "--for=condition=Established",
-            "--timeout=60s",
-        )  # fmt: skip
-        config = {
-            "apiVersion": API_VERSION,
-            "kind": CONFIG_KIND,
-            "metadata": {"name": CONFIG_NAME},
-            "spec": {"dryRun": False},
-        }
-        plane.kubectl("apply", "-f", "-", input=json.dumps(config))
-        headroom = LocalHeadroom(
-            kubeconfig=plane.kubeconfig,
-            work_dir=work / "headroom",
-            helm=plane.tool("helm"),
-            kubectl=plane.tool("kubectl"),
-        )
-        headroom.start_webhook()
-        headroom.register_webhooks()
-        headroom.start_reconciler()
-        plane.kubectl("create", "namespace", NEIGHBOURS)
-        plane.kubectl("create", "namespace", MANAGED)
-        plane.kubectl("label", "namespace", MANAGED, f"{MODE_LABEL}=managed")
-        created = time.monotonic()
-        plane.kubectl(
-            "create", "-f", "-",
-            input=json.dumps(_pod("web", namespace=MANAGED, node=WORKLOAD.name, cpu="500m")),
-        )  # fmt: skip
-        plane.kubectl(
-            "wait", "pod/web", "-n", MANAGED, "--for=jsonpath={.status.phase}=Running",
-            "--timeout=110s",
-        )  # fmt: skip
-        print(f"managed pod created to Running in {time.monotonic() - created:.1f}s")
-        _wait_limit(cluster, millis=3000)
-        trials = CeilingTrials(
-            plane=plane,
-            api=cluster.api,
-            guest=cluster.guest(WORKLOAD.name),
-            namespace=MANAGED,
-            pod="web",
-            container="app",
-            neighbour_namespace=NEIGHBOURS,
-            neighbour_cpu="1500m",
-        )
-
-        def progress(done: int, trial: Trial) -> None:
-            print(
-                f"  trial {done}/{args.trials}: shrink {trial.shrink.total:.2f}s "
-                f"(kubelet {trial.shrink.kubelet:.2f}s), rise {trial.rise.total:.2f}s "
-                f"(kubelet {trial.rise.kubelet:.2f}s)",
-                flush=True,
+        with enforcing(plane, work / "headroom"):
+            plane.kubectl("create", "namespace", NEIGHBOURS)
+            plane.kubectl("create", "namespace", MANAGED)
+            plane.kubectl("label", "namespace", MANAGED, f"{MODE_LABEL}=managed")
+            created = time.monotonic()
+            plane.kubectl(
+                "create", "-f", "-",
+                input=json.dumps(_pod("web", namespace=MANAGED, node=WORKLOAD.name, cpu="500m")),
+            )  # fmt: skip
+            plane.kubectl(
+                "wait", "pod/web", "-n", MANAGED, "--for=jsonpath={.status.phase}=Running",
+                "--timeout=110s",
+            )  # fmt: skip
+            print(f"managed pod created to Running in {time.monotonic() - created:.1f}s")
+            _wait_limit(cluster, millis=3000)
+            trials = CeilingTrials(
+                plane=plane,
+                api=cluster.api,
+                guest=cluster.guest(WORKLOAD.name),
+                namespace=MANAGED,
+                pod="web",
+                container="app",
+                neighbour_namespace=NEIGHBOURS,
+                neighbour_cpu="1500m",
             )
 
-        print(report(trials.run(args.trials, progress=progress)))
+            def progress(done: int, trial: Trial) -> None:
+                print(
+                    f"  trial {done}/{args.trials}: shrink {trial.shrink.total:.2f}s "
+                    f"(kubelet {trial.shrink.kubelet:.2f}s), rise {trial.rise.total:.2f}s "
+                    f"(kubelet {trial.rise.kubelet:.2f}s)",
+                    flush=True,
+                )
+
+            print(report(trials.run(args.trials, progress=progress)))
         return 0
     finally:
-        if headroom is not None:
-            headroom.stop()
         cluster.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)

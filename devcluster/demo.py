@@ -42,7 +42,7 @@ from app.core.quantity import parse_cpu_millis
 from devcluster.binaries import locate_binaries
 from devcluster.controlplane import ControlPlane
 from devcluster.guests import PROBE_IMAGE
-from devcluster.headroom import LocalHeadroom
+from devcluster.headroom import LocalHeadroom, install_crds
 from devcluster.kubepods import PodNotStartedError, cpu_max_millis
 from devcluster.nodes import simulated_node
 from devcluster.realnet import NAMESPACE_ENV
@@ -460,15 +460,7 @@ class Demo:
         """The CRD chart, the webhook (registered) and the reconciler, for the walk; the
         webhook's registration is taken back after it."""
         with self.step("install the CRD chart with helm (make install)"):
-            subprocess.run(
-                [str(plane.tool("helm")), "upgrade", "--install", "kube-headroom-crds",
-                 str(REPO / "chart" / "kube-headroom-crds")],
-                env=dict(plane.environ()), check=True, capture_output=True,
-            )  # fmt: skip
-            cluster.run(
-                "wait", "crd/headroomconfigs.kube-headroom.dev",
-                "--for=condition=Established", "--timeout=60s",
-            )  # fmt: skip
+            install_crds(plane)
         headroom = LocalHeadroom(
             kubeconfig=plane.kubeconfig,
             work_dir=work / "headroom",

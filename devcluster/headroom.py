@@ -16,17 +16,32 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from devcluster.controlplane import ControlPlaneError, die_with_parent, free_port
+from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
+from devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
+
+
+def install_crds(plane: ControlPlane) -> None:
+    """The CRD chart, installed with the real helm as ``make install`` does, and its CRD
+    established."""
+    subprocess.run(
+        [str(plane.tool("helm")), "upgrade", "--install", "kube-headroom-crds",
+         str(REPO / "chart" / "kube-headroom-crds")],
+        env=dict(plane.environ()), check=True, capture_output=True,
+    )  # fmt: skip
+    plane.kubectl(
+        "wait", "crd/headroomconfigs.kube-headroom.dev", "--for=condition=Established",
+        "--timeout=60s",
+    )  # fmt: skip
 
 
 def render_webhook_configurations(
@@ -218,3 +233,31 @@ class LocalHeadroom:
         for process in reversed(self.processes):
             process.stop()
         self.processes.clear()
+
+
+@contextlib.contextmanager
+def enforcing(plane: ControlPlane, work_dir: Path) -> Iterator[LocalHeadroom]:
+    """Headroom as the real-node benchmarks run it: the CRD chart, a HeadroomConfig with
+    every setting at its default but ``dryRun`` off, the webhook (registered) and the
+    reconciler, stopped after."""
+    install_crds(plane)
+    config = {
+        "apiVersion": API_VERSION,
+        "kind": CONFIG_KIND,
+        "metadata": {"name": CONFIG_NAME},
+        "spec": {"dryRun": False},
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(config))
+    headroom = LocalHeadroom(
+        kubeconfig=plane.kubeconfig,
+        work_dir=work_dir,
+        helm=plane.tool("helm"),
+        kubectl=plane.tool("kubectl"),
+    )
+    try:
+        headroom.start_webhook()
+        headroom.register_webhooks()
+        headroom.start_reconciler()
+        yield headroom
+    finally:
+        headroom.stop()

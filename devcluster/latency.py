@@ -61,9 +61,18 @@ class Step:
 class Trial:
     shrink: Step
     rise: Step
+    bound: float  # wall-clock instants of the neighbour's binding and deletion
+    deleted: float
 
 
-def neighbour(name: str, *, namespace: str, cpu: str) -> dict[str, Any]:
+def neighbour(
+    name: str, *, namespace: str, cpu: str, args: Sequence[str] = ("sleep",), limited: bool = False
+) -> dict[str, Any]:
+    """A neighbour requesting ``cpu`` (and limited to it when ``limited``), running the
+    probe with ``args``."""
+    resources: dict[str, dict[str, str]] = {"requests": {"cpu": cpu, "memory": "16Mi"}}
+    if limited:
+        resources["limits"] = {"cpu": cpu}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -77,8 +86,8 @@ def neighbour(name: str, *, namespace: str, cpu: str) -> dict[str, Any]:
                     "name": "neighbour",
                     "image": PROBE_IMAGE,
                     "imagePullPolicy": "Never",
-                    "args": ["sleep"],
-                    "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}},
+                    "args": list(args),
+                    "resources": resources,
                 }
             ],
         },
@@ -125,6 +134,10 @@ class CeilingTrials:
     container: str
     neighbour_namespace: str
     neighbour_cpu: str
+    neighbour_args: Sequence[str] = ("sleep",)
+    neighbour_limited: bool = False
+    # How long the neighbour runs before it is deleted.
+    hold: float = 0.0
     timeout: float = 60.0
 
     def _pod(self) -> dict[str, Any]:
@@ -163,7 +176,13 @@ class CeilingTrials:
         namespace = self.neighbour_namespace
         self.api.post(
             PODS.path(namespace=namespace),
-            neighbour(name, namespace=namespace, cpu=self.neighbour_cpu),
+            neighbour(
+                name,
+                namespace=namespace,
+                cpu=self.neighbour_cpu,
+                args=self.neighbour_args,
+                limited=self.neighbour_limited,
+            ),
         )
         neighbour_path = PODS.path(namespace=namespace, name=name)
         before = self.guest.read(path)[path]
@@ -185,6 +204,7 @@ class CeilingTrials:
             timeout=self.timeout,
             what=f"{name} to run",
         )
+        time.sleep(self.hold)
         deleted = time.time()
         self.api.request("DELETE", neighbour_path)
         rise = self._step(deleted, path=path, before=shrunk, what=f"{path} to rise")
@@ -193,7 +213,7 @@ class CeilingTrials:
             timeout=self.timeout,
             what=f"{name} to be gone",
         )
-        return Trial(shrink=shrink, rise=rise)
+        return Trial(shrink=shrink, rise=rise, bound=bound, deleted=deleted)
 
     def run(
         self, count: int, *, progress: Callable[[int, Trial], None] | None = None

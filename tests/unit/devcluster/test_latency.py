@@ -21,6 +21,8 @@ def test_the_report_splits_each_latency_into_headroom_and_kubelet_shares() -> No
     trial = Trial(
         shrink=Step(headroom=2.0, write=0.02, kubelet=0.5),
         rise=Step(headroom=1.5, write=0.03, kubelet=1.0),
+        bound=100.0,
+        deleted=110.0,
     )
     text = report([trial, trial])
     assert text.splitlines()[0] == "2 trials"

@@ -1,0 +1,477 @@
+"""Benchmark: what a tenant's latency-sensitive server gets under Headroom, under a static
+limit and under no limit, on a real kubelet (containerd, runc, cgroup v2) in a qemu guest.
+
+The node: one guest of 3 vCPUs with 600m reserved for the kubelet and enforced
+(``kubeReserved``, ``kubeReservedCgroup``, ``enforceNodeAllocatable``: in the emulated guest
+the kubelet, containerd and the shims use about half a CPU, which every run prints), so
+2400m allocatable, the default CPU manager policy; the local control plane;
+Headroom's webhook and reconciler enforcing with every other setting at its default.
+
+The workload, exactly:
+
+- **The server**: one container running ``probe serve``, requesting 250m (and 32Mi), one
+  worker thread (``GOMAXPROCS=1``), so it never needs more than a CPU. Each
+  request, a line ``10`` on a TCP connection, is answered once it has burnt 10 ms of the
+  handling thread's own CPU time (``CLOCK_THREAD_CPUTIME_ID``): time spent throttled or
+  waiting for a CPU does not count, so a request costs the same CPU in every case and only
+  its wait differs. A line protocol rather than HTTP: in the emulated guest, Go's HTTP
+  server and client cost more CPU per request than the work itself (measured: 28 ms of
+  server CPU per 10 ms request).
+- **The load**: ``probe load`` in another pod on the same node (requesting 100m, no
+  limit; traffic goes over the guest's bridge, never its emulated network card), open
+  loop: requests are sent on a fixed schedule whether or not earlier ones were answered,
+  each on a connection of its own from a pool (opened when none is free), and each
+  latency is counted from the request's scheduled instant (as wrk2 does), so a stalled
+  server's queue shows in it. The schedule alternates one second at 30 requests per
+  second with one second at 3, for ``--seconds`` (25). In the emulated guest a request
+  costs the server about 20 ms of CPU in all (the 10 ms of work, then the guest's TCP
+  stack and Go's runtime): about 600m at the peak, 2.4x the request, and 330m on average,
+  under the static limit.
+- **The limit modes**: ``static``, a limit of 500m (2x the request) in a namespace
+  Headroom does not manage; ``no-limit``, no limit, same namespace; ``headroom``, no limit
+  written, in a managed namespace, so the webhook seeds one and the reconciler keeps it
+  at the node's slack.
+- **The bookings** (the node's total requests, the server's and the load's included):
+  ``none``, nothing else (350m booked, 15%); ``idle-50%``, two neighbours in an unmanaged
+  namespace sleeping (booked, not used: what Headroom is built for); ``busy-90%``, two
+  neighbours each limited to its request and burning a CPU, so each uses exactly its
+  request.
+
+Each round runs every booking and, within it, the three modes back to back; ``--rounds``
+(3) rounds interleave them. Each run creates the server afresh and waits for its limit to
+settle, then runs the load while sampling the server's ``cpu.max``, and reads the
+``cpu.stat`` of the server and of each neighbour before and after.
+
+Then the reaction under load (``--reaction-trials``, 10): the server alone under Headroom
+(its limit near the node) and loaded as above; 5 s in, a busy neighbour (1500m, limited to
+it, burning two CPUs) is bound to the node; the time from the binding to the server's
+``cpu.max`` shrinking (``devcluster.latency``, with Headroom's and the kubelet's shares)
+is as long as the neighbour may get less than its request. The server's latency before
+the binding and after the shrink is printed beside it.
+
+Prints every run, the medians per case with Headroom's ratios to static and to no limit,
+the criteria, and the reaction; draws one PNG per booking in ``--out``. The node is
+emulated (about 17x slower than the host): only ratios between cases mean anything.
+
+    make bench-tenant                                  # root; about 35 minutes
+    make bench-tenant REALNODE_ARGS="--rounds 1 --seconds 10 --reaction-trials 1"
+
+It runs in a network namespace of its own (``hack/realnode.sh --bench-tenant``, which the
+make target runs): the guest's addresses exist only there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.core.apipaths import NODES, PODS
+from app.core.labels import MODE_LABEL
+from app.core.quantity import parse_cpu_millis
+from bench.tenant_figures import (
+    MODES,
+    CpuStat,
+    Reaction,
+    Request,
+    Results,
+    Run,
+    cases_table,
+    criteria,
+    parse_load,
+    reaction_report,
+    runs_table,
+)
+from bench.tenant_plot import draw
+from devcluster.guests import PROBE_IMAGE, Guest, NodeSpec
+from devcluster.headroom import enforcing
+from devcluster.kubepods import CGROUP_ROOT, container_cgroup, cpu_max_millis
+from devcluster.latency import CeilingTrials, neighbour
+from devcluster.realnodes import RealCluster
+
+REPO = Path(__file__).resolve().parents[1]
+# The kubelet, containerd and the shims use about half a CPU of the emulated guest (each
+# run prints what ran outside the pods): reserved, as an operator reserves what a node's
+# daemons use, and enforced, so that their cgroup (the guest's system.slice) weighs its
+# reservation against the pods' under contention, not as much as all of them together.
+NODE = NodeSpec(
+    name="realnode-1",
+    index=1,
+    cpus=3,
+    memory_mib=2048,
+    kubelet={
+        "kubeReserved": {"cpu": "600m"},
+        "kubeReservedCgroup": "/system.slice",
+        "enforceNodeAllocatable": ["pods", "kube-reserved"],
+    },
+)
+MANAGED = "tenant-managed"
+PLAIN = "tenant-plain"
+NEIGHBOURS = "tenant-neighbours"
+SERVER_REQUEST = 250
+STATIC_LIMIT = 500
+LOAD_REQUEST = 100
+PORT = 8080
+COST_MS = 10
+PHASES = "30@1,3@1"
+# name, the node's booked fraction, what the neighbours run (None: no neighbours)
+BOOKINGS: tuple[tuple[str, float, Sequence[str] | None], ...] = (
+    ("none", 0.0, None),
+    ("idle-50%", 0.5, ("sleep",)),
+    ("busy-90%", 0.9, ("burn", "1")),
+)
+REACTION_LEAD = 5.0
+REACTION_NEIGHBOUR = 1500
+REACTION_HOLD = 5.0
+SAMPLE_SECONDS = 0.5
+# The whole guest's CPU and its pods': what ran outside the pods is the difference.
+NODE_STAT = "/sys/fs/cgroup/cpu.stat"
+PODS_STAT = f"{CGROUP_ROOT}/cpu.stat"
+SETTLE_SECONDS = 4.0
+
+
+class BenchError(RuntimeError):
+    """Something the benchmark waited for never came; the message says what."""
+
+
+def _wait(check: Callable[[], bool], *, timeout: float, what: str, every: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(every)
+    raise BenchError(f"timed out after {timeout}s waiting for {what}")
+
+
+def server_pod(name: str, *, namespace: str, limit: int | None) -> dict[str, Any]:
+    resources: dict[str, dict[str, str]] = {
+        "requests": {"cpu": f"{SERVER_REQUEST}m", "memory": "32Mi"}
+    }
+    if limit is not None:
+        resources["limits"] = {"cpu": f"{limit}m"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "server"}},
+        "spec": {
+            "nodeName": NODE.name,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": "server",
+                    "image": PROBE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "args": ["serve", str(PORT)],
+                    "env": [{"name": "GOMAXPROCS", "value": "1"}],
+                    "resources": resources,
+                }
+            ],
+        },
+    }
+
+
+def placed(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` bound to the node at creation."""
+    pod["spec"].pop("schedulerName", None)
+    pod["spec"]["nodeName"] = NODE.name
+    return pod
+
+
+@dataclass
+class Bench:
+    cluster: RealCluster
+    seconds: float
+
+    @property
+    def guest(self) -> Guest:
+        return self.cluster.guest(NODE.name)
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.cluster.api.get(PODS.path(namespace=namespace, name=name))
+
+    def create_running(self, pod: dict[str, Any]) -> dict[str, Any]:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self.cluster.api.post(PODS.path(namespace=namespace), pod)
+        _wait(
+            lambda: (self.pod(namespace, name) or {}).get("status", {}).get("phase") == "Running",
+            timeout=120,
+            what=f"{namespace}/{name} to run",
+        )
+        running = self.pod(namespace, name)
+        assert running is not None
+        return running
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.cluster.api.request("DELETE", PODS.path(namespace=namespace, name=name))
+        _wait(lambda: self.pod(namespace, name) is None, timeout=120, what=f"{name} to be gone")
+
+    def read(self, *paths: str) -> dict[str, str]:
+        files = self.guest.read(*paths)
+        missing = [p for p in paths if p not in files]
+        if missing:
+            raise BenchError(f"{', '.join(missing)} not in {NODE.name}")
+        return files
+
+    def settle(self, namespace: str, name: str) -> str:
+        """Until the server's ``cpu.max`` holds its spec limit and the limit has not moved
+        for SETTLE_SECONDS; the container's cgroup."""
+        pod = self.pod(namespace, name)
+        assert pod is not None
+        path = f"{container_cgroup(pod, 'server')}/cpu.max"
+        seen: list[tuple[float, str | None]] = []
+
+        def settled() -> bool:
+            current = self.pod(namespace, name) or {}
+            limit = current["spec"]["containers"][0]["resources"].get("limits", {}).get("cpu")
+            cpu_max = cpu_max_millis(self.read(path)[path])
+            agreed = (limit is None and cpu_max is None) or (
+                limit is not None and cpu_max == parse_cpu_millis(str(limit))
+            )
+            now = time.monotonic()
+            if not agreed or (seen and seen[-1][1] != limit):
+                seen.clear()
+            if agreed:
+                seen.append((now, limit))
+            return bool(seen) and now - seen[0][0] >= SETTLE_SECONDS
+
+        _wait(settled, timeout=120, what=f"{name}'s limit to settle")
+        return path.rsplit("/", 1)[0]
+
+    def start_load(self, server: str, seconds: float) -> tuple[subprocess.Popen[str], float]:
+        """``probe load`` through ``kubectl exec`` in the load pod; its start instant."""
+        plane = self.cluster.plane
+        process = subprocess.Popen(
+            [str(plane.tool("kubectl")), f"--kubeconfig={plane.kubeconfig}", "exec",
+             "-n", NEIGHBOURS, "load", "--", "/probe", "load", server, str(COST_MS),
+             f"{seconds:g}", PHASES],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        started = time.time()
+        if first.strip() != "start":
+            process.kill()
+            raise BenchError(f"the load generator did not start: {first!r} {process.stderr}")
+        return process, started
+
+    def finish_load(self, process: subprocess.Popen[str], seconds: float) -> list[Request]:
+        out, err = process.communicate(timeout=seconds + 180)
+        if process.returncode != 0:
+            raise BenchError(f"the load generator failed ({process.returncode}): {err}")
+        return parse_load("start\n" + out)
+
+    def run(
+        self, *, booking: str, mode: str, round: int, neighbours: Sequence[tuple[int, str]]
+    ) -> Run:
+        namespace = MANAGED if mode == "headroom" else PLAIN
+        name = f"server-{mode}"
+        limit = STATIC_LIMIT if mode == "static" else None
+        pod = self.create_running(server_pod(name, namespace=namespace, limit=limit))
+        server = f"{pod['status']['podIP']}:{PORT}"
+        cgroup = self.settle(namespace, name)
+        stats = [
+            f"{cgroup}/cpu.stat",
+            NODE_STAT,
+            PODS_STAT,
+            *(f"{path}/cpu.stat" for _, path in neighbours),
+        ]
+        before = self.read(*stats)
+        read_before = time.monotonic()
+        samples: list[tuple[float, int | None]] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                text = self.read(f"{cgroup}/cpu.max")[f"{cgroup}/cpu.max"]
+                samples.append((time.time(), cpu_max_millis(text)))
+                stop.wait(SAMPLE_SECONDS)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        process, started = self.start_load(server, self.seconds)
+        sampler.start()
+        requests = self.finish_load(process, self.seconds)
+        after = self.read(*stats)
+        measured = time.monotonic() - read_before
+        stop.set()
+        sampler.join()
+        self.delete(namespace, name)
+        delta = {path: CpuStat.parse(after[path]) - CpuStat.parse(before[path]) for path in stats}
+        return Run(
+            booking=booking,
+            mode=mode,
+            round=round,
+            seconds=self.seconds,
+            requests=requests,
+            server=delta[stats[0]],
+            measured=measured,
+            outside_pods=delta[NODE_STAT] - delta[PODS_STAT],
+            server_request=SERVER_REQUEST,
+            neighbours=[(request, delta[f"{path}/cpu.stat"]) for request, path in neighbours],
+            limits=[
+                (at - started, millis) for at, millis in samples if at - started <= self.seconds
+            ],
+            load=os.getloadavg()[0],
+        )
+
+    def book(
+        self, fraction: float, args: Sequence[str] | None, allocatable: int
+    ) -> list[tuple[int, str]]:
+        """Two neighbours booking the node to ``fraction`` of ``allocatable`` (with the
+        server's and the load's requests); each one's request and container cgroup."""
+        if args is None:
+            return []
+        each = (round(fraction * allocatable) - SERVER_REQUEST - LOAD_REQUEST) // 2
+        busy = args[0] == "burn"
+        placed_pods = []
+        for index in range(2):
+            pod = placed(
+                neighbour(
+                    f"neighbour-{index}",
+                    namespace=NEIGHBOURS,
+                    cpu=f"{each}m",
+                    args=args,
+                    limited=busy,
+                )
+            )
+            running = self.create_running(pod)
+            placed_pods.append((each, container_cgroup(running, "neighbour")))
+        return placed_pods
+
+    def unbook(self, neighbours: Sequence[tuple[int, str]]) -> None:
+        for index in range(len(neighbours)):
+            self.delete(NEIGHBOURS, f"neighbour-{index}")
+
+
+def react(bench: Bench, trials: int) -> list[Reaction]:
+    name = "server-reacting"
+    pod = bench.create_running(server_pod(name, namespace=MANAGED, limit=None))
+    server = f"{pod['status']['podIP']}:{PORT}"
+    ceiling = CeilingTrials(
+        plane=bench.cluster.plane,
+        api=bench.cluster.api,
+        guest=bench.guest,
+        namespace=MANAGED,
+        pod=name,
+        container="server",
+        neighbour_namespace=NEIGHBOURS,
+        neighbour_cpu=f"{REACTION_NEIGHBOUR}m",
+        neighbour_args=("burn", "2"),
+        neighbour_limited=True,
+        hold=REACTION_HOLD,
+        timeout=120,
+    )
+    # Long enough for the lead, the neighbour's start (several seconds on this node) and
+    # the hold.
+    seconds = REACTION_LEAD + 15 + REACTION_HOLD
+    reactions = []
+    for index in range(trials):
+        bench.settle(MANAGED, name)
+        process, started = bench.start_load(server, seconds)
+        time.sleep(REACTION_LEAD)
+        trial = ceiling.trial()
+        requests = bench.finish_load(process, seconds)
+        shrunk = trial.bound + trial.shrink.total
+        reactions.append(
+            Reaction(
+                trial=trial,
+                before=[r for r in requests if started + r.scheduled < trial.bound],
+                after=[r for r in requests if shrunk <= started + r.scheduled < trial.deleted],
+            )
+        )
+        print(
+            f"  reaction {index + 1}/{trials}: cpu.max shrank {trial.shrink.total:.2f}s "
+            f"after the binding (kubelet {trial.shrink.kubelet:.2f}s)",
+            flush=True,
+        )
+    bench.delete(MANAGED, name)
+    return reactions
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every case")
+    parser.add_argument("--seconds", type=float, default=25.0, help="each run's load")
+    parser.add_argument("--reaction-trials", type=int, default=10)
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "_artifacts" / "bench-tenant", help="the pictures"
+    )
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds < 4 or args.reaction_trials < 0:
+        parser.error("--rounds must be at least 1, --seconds at least 4, trials at least 0")
+    work = Path(tempfile.mkdtemp(prefix="headroom-bench-tenant-"))
+    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
+    cluster = RealCluster(work_dir=work, run_dir=run_dir, specs=(NODE,))
+    try:
+        started = time.monotonic()
+        cluster.start()
+        print(
+            f"control plane and guest up in {time.monotonic() - started:.1f}s; "
+            f"{NODE.name} Ready {cluster.ready_after[NODE.name]:.1f}s after qemu started",
+            flush=True,
+        )
+        plane = cluster.plane
+        node = cluster.api.get(NODES.path(name=NODE.name)) or {}
+        allocatable = parse_cpu_millis(str(node["status"]["allocatable"]["cpu"]))
+        with enforcing(plane, work / "headroom"):
+            for namespace in (MANAGED, PLAIN, NEIGHBOURS):
+                plane.kubectl("create", "namespace", namespace)
+            plane.kubectl("label", "namespace", MANAGED, f"{MODE_LABEL}=managed")
+            bench = Bench(cluster=cluster, seconds=args.seconds)
+            load = neighbour("load", namespace=NEIGHBOURS, cpu=f"{LOAD_REQUEST}m")
+            bench.create_running(placed(load))
+            results = Results()
+            for round_ in range(1, args.rounds + 1):
+                for booking, fraction, neighbour_args in BOOKINGS:
+                    neighbours = bench.book(fraction, neighbour_args, allocatable)
+                    for mode in MODES:
+                        run = bench.run(
+                            booking=booking, mode=mode, round=round_, neighbours=neighbours
+                        )
+                        results.runs.append(run)
+                        print(runs_table(Results([run])).splitlines()[1], flush=True)
+                    bench.unbook(neighbours)
+            reactions = react(bench, args.reaction_trials) if args.reaction_trials else []
+        print(f"\nnode {NODE.name}: {NODE.cpus} vCPUs, {allocatable}m allocatable")
+        print("\nevery run (p50/p99/p99.9 of the load's requests; cores: the server's CPU):")
+        print(runs_table(results))
+        print(f"\nmedians of {args.rounds} rounds:")
+        print(cases_table(results))
+        print("\ncriteria:")
+        for criterion in criteria(results, busy="busy-90%", calm=("none", "idle-50%")):
+            print(f"  [{'met' if criterion.met else 'NOT met'}] {criterion.text}")
+        if reactions:
+            print("\nreaction under load:")
+            print(reaction_report(reactions, neighbour_millis=REACTION_NEIGHBOUR))
+        print("\npictures:")
+        for booking, _, _ in BOOKINGS:
+            path = args.out / f"tenant-{booking.replace('%', '')}.png"
+            print(
+                "  "
+                + str(
+                    draw(
+                        results,
+                        booking,
+                        path,
+                        request_millis=SERVER_REQUEST,
+                        node_millis=allocatable,
+                    )
+                )
+            )
+        return 0
+    finally:
+        cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,243 @@
+"""make bench-tenant's figures: the load generator's output read, cgroup counters
+subtracted, medians over rounds, Headroom's ratios, the issue's criteria and the
+reaction report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from bench.tenant_figures import (
+    Case,
+    CpuStat,
+    Reaction,
+    Request,
+    Results,
+    Run,
+    cases_table,
+    criteria,
+    parse_load,
+    reaction_report,
+    windows,
+)
+from devcluster.latency import Step, Trial
+
+IDLE = CpuStat(usage_usec=0, nr_periods=0, nr_throttled=0, throttled_usec=0)
+
+
+def requests(latencies_ms: Sequence[float], *, ok: bool = True) -> list[Request]:
+    """One request every 0.1 s with the given latencies."""
+    return [
+        Request(scheduled=i / 10, latency=ms / 1000, ok=ok) for i, ms in enumerate(latencies_ms)
+    ]
+
+
+def run(
+    *,
+    mode: str = "headroom",
+    booking: str = "none",
+    round: int = 1,
+    latency_ms: float = 10.0,
+    server: CpuStat = IDLE,
+    neighbours: Sequence[tuple[int, CpuStat]] = (),
+    seconds: float = 10.0,
+) -> Run:
+    return Run(
+        booking=booking,
+        mode=mode,
+        round=round,
+        seconds=seconds,
+        requests=requests([latency_ms] * 100),
+        server=server,
+        measured=seconds,
+        outside_pods=IDLE,
+        server_request=250,
+        neighbours=neighbours,
+        limits=[(0.0, 1700), (5.0, 1150)],
+        load=1.5,
+    )
+
+
+def booking(name: str, *, static: float, unlimited: float, headroom: float) -> list[Run]:
+    return [
+        run(mode="static", booking=name, latency_ms=static),
+        run(mode="no-limit", booking=name, latency_ms=unlimited),
+        run(mode="headroom", booking=name, latency_ms=headroom),
+    ]
+
+
+def test_the_load_generators_lines_are_read_in_seconds() -> None:
+    parsed = parse_load("start\n0.000 12.500 true\n16.667 30.000 false\n")
+    assert parsed == [
+        Request(scheduled=0.0, latency=0.0125, ok=True),
+        Request(scheduled=0.016667, latency=0.03, ok=False),
+    ]
+
+
+def test_output_that_is_not_the_load_generators_is_refused() -> None:
+    with pytest.raises(ValueError, match="not the load generator"):
+        parse_load("error: container not found\n")
+
+
+def test_cpu_stat_is_read_and_subtracted() -> None:
+    before = CpuStat.parse(
+        "usage_usec 1000\nuser_usec 800\nsystem_usec 200\nnr_periods 10\n"
+        "nr_throttled 2\nthrottled_usec 5000\n"
+    )
+    after = CpuStat.parse(
+        "usage_usec 3000\nuser_usec 2000\nsystem_usec 1000\nnr_periods 30\n"
+        "nr_throttled 12\nthrottled_usec 9000\n"
+    )
+    assert after - before == CpuStat(
+        usage_usec=2000, nr_periods=20, nr_throttled=10, throttled_usec=4000
+    )
+
+
+def test_a_cgroup_without_a_limit_has_no_periods() -> None:
+    assert CpuStat.parse("usage_usec 5\nuser_usec 5\nsystem_usec 0\n").nr_periods == 0
+    assert run(server=IDLE).throttled_ratio == 0.0
+
+
+def test_a_runs_throughput_counts_answered_requests_until_the_last_answer() -> None:
+    late = Run(
+        booking="none",
+        mode="static",
+        round=1,
+        seconds=1.0,
+        requests=[Request(scheduled=0.0, latency=0.1, ok=True), Request(0.5, 1.5, True)],
+        server=IDLE,
+        measured=2.5,
+        outside_pods=IDLE,
+        server_request=250,
+    )
+    assert late.throughput == 1.0
+
+
+def test_a_runs_throughput_counts_answered_requests_only() -> None:
+    failed = Run(
+        booking="none",
+        mode="static",
+        round=1,
+        seconds=2.0,
+        requests=[*requests([5.0] * 6), *requests([5.0] * 2, ok=False)],
+        server=IDLE,
+        measured=2.0,
+        outside_pods=IDLE,
+        server_request=250,
+    )
+    assert failed.throughput == 3.0
+    assert failed.errors == 2
+
+
+def test_throttling_and_cpu_come_from_the_servers_cgroup() -> None:
+    server = CpuStat(usage_usec=5_000_000, nr_periods=100, nr_throttled=25, throttled_usec=750_000)
+    measured = run(server=server, seconds=10.0)
+    assert measured.throttled_ratio == 0.25
+    assert measured.throttled_seconds == 0.75
+    assert measured.server_cores == 0.5
+
+
+def test_what_ran_outside_the_pods_is_given_in_cores() -> None:
+    outside = CpuStat(usage_usec=4_000_000, nr_periods=0, nr_throttled=0, throttled_usec=0)
+    measured = Run(
+        booking="none",
+        mode="static",
+        round=1,
+        seconds=8.0,
+        requests=requests([5.0]),
+        server=IDLE,
+        measured=10.0,
+        outside_pods=outside,
+        server_request=250,
+    )
+    assert measured.outside_cores == 0.4
+
+
+def test_each_neighbour_is_measured_against_its_own_request() -> None:
+    neighbours = [
+        (725, CpuStat(usage_usec=7_250_000, nr_periods=0, nr_throttled=0, throttled_usec=0)),
+        (500, CpuStat(usage_usec=2_500_000, nr_periods=0, nr_throttled=0, throttled_usec=0)),
+    ]
+    assert run(neighbours=neighbours, seconds=10.0).neighbour_received == [1.0, 0.5]
+
+
+def test_a_case_takes_medians_over_its_rounds_and_shows_the_median_round() -> None:
+    case = Case(
+        [run(round=1, latency_ms=10), run(round=2, latency_ms=30), run(round=3, latency_ms=20)]
+    )
+    assert case.p99 == pytest.approx(0.020)
+    assert case.representative.round == 3
+
+
+def test_the_table_gives_headrooms_ratios_to_static_and_to_no_limit() -> None:
+    results = Results(booking("none", static=40.0, unlimited=10.0, headroom=12.0))
+    text = cases_table(results)
+    assert "none       static        0.30   0.30   0.30   1.00" in text
+    assert "none       no-limit      1.20   1.20   1.20   1.00" in text
+
+
+def test_the_criteria_hold_when_headroom_matches_no_limit_and_neighbours_get_their_requests() -> (
+    None
+):
+    busy_neighbour = [
+        (725, CpuStat(usage_usec=7_200_000, nr_periods=0, nr_throttled=0, throttled_usec=0))
+    ]
+    server = CpuStat(usage_usec=3_000_000, nr_periods=100, nr_throttled=0, throttled_usec=0)
+    runs = [
+        *booking("none", static=40.0, unlimited=10.0, headroom=10.5),
+        run(mode="static", booking="busy"),
+        run(mode="no-limit", booking="busy"),
+        run(mode="headroom", booking="busy", neighbours=busy_neighbour, server=server),
+    ]
+    found = criteria(Results(runs), busy="busy", calm=("none",))
+    assert [c.met for c in found] == [True, True, True, True]
+
+
+def test_the_criteria_fail_on_a_slow_tail_a_throttled_server_or_a_starved_neighbour() -> None:
+    starved = [(725, CpuStat(usage_usec=7_000_000, nr_periods=0, nr_throttled=0, throttled_usec=0))]
+    throttled = CpuStat(usage_usec=2_000_000, nr_periods=100, nr_throttled=2, throttled_usec=1)
+    runs = [
+        run(mode="static", booking="none"),
+        run(mode="no-limit", booking="none", latency_ms=10.0),
+        run(mode="headroom", booking="none", latency_ms=11.5, server=throttled),
+        run(mode="static", booking="busy"),
+        run(mode="no-limit", booking="busy"),
+        run(mode="headroom", booking="busy", neighbours=starved, server=throttled),
+    ]
+    found = criteria(Results(runs), busy="busy", calm=("none",))
+    assert [c.met for c in found] == [False, False, False, False]
+    assert "96.6% of its request" in found[2].text
+
+
+def test_windows_give_each_seconds_percentiles() -> None:
+    measured = Run(
+        booking="none",
+        mode="headroom",
+        round=1,
+        seconds=2.0,
+        requests=[*requests([10.0] * 10), *[Request(1.0 + i / 10, 0.050, True) for i in range(10)]],
+        server=IDLE,
+        measured=2.0,
+        outside_pods=IDLE,
+        server_request=250,
+    )
+    assert windows(measured) == [(0.0, 0.010, 0.010), (1.0, 0.050, 0.050)]
+
+
+def test_the_reaction_report_gives_the_shrink_its_shares_and_the_latency_around_it() -> None:
+    trial = Trial(
+        shrink=Step(headroom=2.0, write=0.05, kubelet=1.0),
+        rise=Step(headroom=2.0, write=0.05, kubelet=1.0),
+        bound=100.0,
+        deleted=120.0,
+    )
+    reaction = Reaction(trial=trial, before=requests([10.0] * 50), after=requests([40.0] * 50))
+    text = reaction_report([reaction, reaction], neighbour_millis=1200)
+    assert "a busy neighbour (1200m)" in text
+    assert (
+        "cpu.max shrunk (as long as the neighbour may get less than its request): p50 3.00s" in text
+    )
+    assert "kubelet (resize accepted -> cpu.max): p50 1.00s" in text
+    assert "before the binding: p50 10.0 ms" in text
+    assert "after the shrink:   p50 40.0 ms" in text
