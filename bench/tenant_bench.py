@@ -34,8 +34,11 @@ The workload, exactly:
 - **The bookings** (the node's total requests, the server's and the load's included):
   ``none``, nothing else (350m booked, 15%); ``idle-50%``, two neighbours in an unmanaged
   namespace sleeping (booked, not used: what Headroom is built for); ``busy-90%``, two
-  neighbours each limited to its request and burning a CPU, so each uses exactly its
-  request.
+  neighbours with no limit, each using exactly its request (``probe pace``: it spends its
+  CPU a millisecond at a time and sleeps whenever it is ahead, so CPU it was denied it
+  takes back as soon as it can run, and what it used over the run shows whether the node
+  gave it its request; a neighbour limited to its request instead would lose a few
+  percent to the emulated guest's late quota timers, whatever the server does).
 
 Each round runs every booking and, within it, the three modes back to back; ``--rounds``
 (3) rounds interleave them. Each run creates the server afresh and waits for its limit to
@@ -122,11 +125,12 @@ LOAD_REQUEST = 100
 PORT = 8080
 COST_MS = 10
 PHASES = "30@1,3@1"
-# name, the node's booked fraction, what the neighbours run (None: no neighbours)
-BOOKINGS: tuple[tuple[str, float, Sequence[str] | None], ...] = (
+# name, the node's booked fraction, whether its neighbours use their requests (None: no
+# neighbours)
+BOOKINGS: tuple[tuple[str, float, bool | None], ...] = (
     ("none", 0.0, None),
-    ("idle-50%", 0.5, ("sleep",)),
-    ("busy-90%", 0.9, ("burn", "1")),
+    ("idle-50%", 0.5, False),
+    ("busy-90%", 0.9, True),
 )
 REACTION_LEAD = 5.0
 REACTION_NEIGHBOUR = 1500
@@ -322,25 +326,18 @@ class Bench:
             load=os.getloadavg()[0],
         )
 
-    def book(
-        self, fraction: float, args: Sequence[str] | None, allocatable: int
-    ) -> list[tuple[int, str]]:
+    def book(self, fraction: float, busy: bool | None, allocatable: int) -> list[tuple[int, str]]:
         """Two neighbours booking the node to ``fraction`` of ``allocatable`` (with the
-        server's and the load's requests); each one's request and container cgroup."""
-        if args is None:
+        server's and the load's requests), each sleeping or, when ``busy``, using exactly
+        its request; each one's request and container cgroup."""
+        if busy is None:
             return []
         each = (round(fraction * allocatable) - SERVER_REQUEST - LOAD_REQUEST) // 2
-        busy = args[0] == "burn"
+        args = ("pace", str(each)) if busy else ("sleep",)
         placed_pods = []
         for index in range(2):
             pod = placed(
-                neighbour(
-                    f"neighbour-{index}",
-                    namespace=NEIGHBOURS,
-                    cpu=f"{each}m",
-                    args=args,
-                    limited=busy,
-                )
+                neighbour(f"neighbour-{index}", namespace=NEIGHBOURS, cpu=f"{each}m", args=args)
             )
             running = self.create_running(pod)
             placed_pods.append((each, container_cgroup(running, "neighbour")))
@@ -430,8 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.create_running(placed(load))
             results = Results()
             for round_ in range(1, args.rounds + 1):
-                for booking, fraction, neighbour_args in BOOKINGS:
-                    neighbours = bench.book(fraction, neighbour_args, allocatable)
+                for booking, fraction, busy in BOOKINGS:
+                    neighbours = bench.book(fraction, busy, allocatable)
                     for mode in MODES:
                         run = bench.run(
                             booking=booking, mode=mode, round=round_, neighbours=neighbours

@@ -5,6 +5,11 @@
 //	probe gomaxprocs [ms]   print "gomaxprocs N" at start and whenever the runtime's
 //	                        GOMAXPROCS changes (checked every ms milliseconds, default 200)
 //	probe burn N            keep N goroutines busy until SIGTERM
+//	probe pace MILLICORES   use exactly MILLICORES of CPU (at most 1000) until SIGTERM:
+//	                        a thread that spends its CPU a millisecond at a time and
+//	                        sleeps whenever it is ahead of MILLICORES x the time since it
+//	                        started, so a CPU it was denied is taken back as soon as it
+//	                        can run, and what it used shows whether it got what it asked
 //	probe cat FILE...       print files (the container's own view, through exec)
 //	probe serve PORT        answer each line "N" on a TCP connection to PORT with "ok"
 //	                        once N ms of the thread's own CPU time are spent, so what a
@@ -233,6 +238,26 @@ func load(address, request string, seconds float64, phases []phase) {
 	fmt.Println(strings.Join(lines, "\n"))
 }
 
+func pace(millicores int) {
+	stop := terminated()
+	runtime.LockOSThread()
+	start, used := time.Now(), threadCPU()
+	share := float64(millicores) / 1000
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		owed := time.Duration(float64(time.Since(start))*share) - (threadCPU() - used)
+		if owed > 0 {
+			spend(min(owed, time.Millisecond))
+		} else {
+			time.Sleep(-owed)
+		}
+	}
+}
+
 func cat(paths []string) int {
 	code := 0
 	for _, path := range paths {
@@ -248,7 +273,7 @@ func cat(paths []string) int {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: probe sleep | gomaxprocs [ms] | burn N | cat FILE... | "+
+	fmt.Fprintln(os.Stderr, "usage: probe sleep | gomaxprocs [ms] | burn N | pace MILLICORES | cat FILE... | "+
 		"serve PORT | load HOST:PORT MS SECONDS RATE@SECONDS[,RATE@SECONDS...]")
 	os.Exit(2)
 }
@@ -276,6 +301,12 @@ func main() {
 		gomaxprocs(time.Duration(number(args, 200)) * time.Millisecond)
 	case "burn":
 		burn(number(args, 1))
+	case "pace":
+		millicores := number(args, 0)
+		if millicores > 1000 {
+			usage()
+		}
+		pace(millicores)
 	case "cat":
 		os.Exit(cat(args))
 	case "serve":
