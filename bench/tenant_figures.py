@@ -348,3 +348,27 @@ def reaction_report(reactions: Sequence[Reaction], *, neighbour_millis: int) -> 
             f"p99 {latency(after, 0.99)} ms",
         ]
     )
+
+
+def markdown_table(results: Results) -> str:
+    """The docs' table ("What Headroom buys"): each case's latency as a multiple of the same
+    booking's no-limit case, its throttled periods, the server's CPU against its request
+    and the least any neighbour got of its request."""
+    lines = [
+        "| booking | limit | p50 | p99 | p99.9 | throttled periods | server's CPU "
+        "| least a neighbour got |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for booking in results.bookings():
+        cases = results.cases(booking)
+        base = cases["no-limit"]
+        for mode, case in cases.items():
+            request = case.runs[0].server_request / 1000
+            least = case.neighbour_received_min
+            lines.append(
+                f"| `{booking}` | `{mode}` | {case.p50 / base.p50:.2f}x | "
+                f"{case.p99 / base.p99:.2f}x | {case.p999 / base.p999:.2f}x | "
+                f"{case.throttled_ratio:.1%} | {case.server_cores / request:.2f}x its request | "
+                f"{'-' if least is None else f'{least:.1%}'} |"
+            )
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from bench.tenant_figures import (
     Run,
     cases_table,
     criteria,
+    markdown_table,
     parse_load,
     reaction_report,
     windows,
@@ -241,3 +242,12 @@ def test_the_reaction_report_gives_the_shrink_its_shares_and_the_latency_around_
     assert "kubelet (resize accepted -> cpu.max): p50 1.00s" in text
     assert "before the binding: p50 10.0 ms" in text
     assert "after the shrink:   p50 40.0 ms" in text
+
+
+def test_the_docs_table_gives_each_case_against_the_same_bookings_no_limit() -> None:
+    runs = booking("none", static=40.0, unlimited=10.0, headroom=12.0)
+    rows = markdown_table(Results(runs)).splitlines()
+    assert rows[0].startswith("| booking | limit | p50 | p99 |")
+    assert rows[2].startswith("| `none` | `static` | 4.00x | 4.00x | 4.00x | 0.0% |")
+    assert rows[4].startswith("| `none` | `headroom` | 1.20x |")
+    assert rows[4].endswith("| - |")
