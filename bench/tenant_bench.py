@@ -52,11 +52,11 @@ it, burning two CPUs) is bound to the node; the time from the binding to the ser
 is as long as the neighbour may get less than its request. The server's latency before
 the binding and after the shrink is printed beside it.
 
-Prints every run, the medians per case with Headroom's ratios to static and to no limit,
-the criteria, and the reaction; draws one PNG per booking in ``--out``. The node is
-emulated (about 17x slower than the host): only ratios between cases mean anything.
+Prints every run, the medians per case with Headroom's ratios to static and to no limit, the
+docs' table, the criteria and the reaction; draws one PNG per booking in ``--out``. The
+node is emulated (about 17x slower than the host): only ratios between cases mean anything.
 
-    make bench-tenant                                  # root; about 35 minutes
+    make bench-tenant                                  # root; about 40 minutes
     make bench-tenant REALNODE_ARGS="--rounds 1 --seconds 10 --reaction-trials 1"
 
 It runs in a network namespace of its own (``hack/realnode.sh --bench-tenant``, which the
