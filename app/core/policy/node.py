@@ -19,26 +19,16 @@ def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
     clamped to ``[r, hi]``, quantized, guarded against a QoS change and run through
     the deadband.
     """
-    slack = node.allocatable_m - node.booked_m
-    managed = sum(pod.request_m for pod in node.pods)
-    count = len(node.pods)
-    bursting = slack > 0 and managed > 0
-    computation = _Computation(
-        node=node,
-        settings=settings,
-        slack=slack,
-        managed=managed,
-        floor_share=min(settings.min_burst_floor_m, half_up_div(slack, count)) if bursting else 0,
-        bursting=bursting,
-    )
+    computation = _Computation(node, settings)
+    bursting = computation.bursting
     return NodeResult(
         name=node.name,
         allocatable_m=node.allocatable_m,
         booked_m=node.booked_m,
-        slack_m=slack,
-        managed_m=managed,
-        pod_count=count,
-        factor=1 + Fraction(slack, managed) if bursting else Fraction(1),
+        slack_m=computation.slack,
+        managed_m=computation.managed,
+        pod_count=len(node.pods),
+        factor=1 + Fraction(computation.slack, computation.managed) if bursting else Fraction(1),
         pods=tuple(computation.pod(pod) for pod in node.pods),
     )
 
@@ -60,22 +50,17 @@ class _Computation:
         "slack",
     )
 
-    def __init__(
-        self,
-        *,
-        node: NodeInput,
-        settings: Settings,
-        slack: int,
-        managed: int,
-        floor_share: int,
-        bursting: bool,
-    ) -> None:
+    def __init__(self, node: NodeInput, settings: Settings) -> None:
         self.allocatable = node.allocatable_m
         self.limit_ranges = node.limit_ranges
-        self.slack = slack
-        self.managed = managed
-        self.floor_share = floor_share
-        self.bursting = bursting
+        self.slack = node.allocatable_m - node.booked_m
+        self.managed = sum(pod.request_m for pod in node.pods)
+        self.bursting = self.slack > 0 and self.managed > 0
+        self.floor_share = (
+            min(settings.min_burst_floor_m, half_up_div(self.slack, len(node.pods)))
+            if self.bursting
+            else 0
+        )
         self.multiplier_num = settings.max_multiplier.numerator
         self.multiplier_den = settings.max_multiplier.denominator
         self.quantum = settings.quantum_m
@@ -156,7 +141,8 @@ class _Computation:
             if by_multiplier <= hi:
                 hi, cap = by_multiplier, Cap.MAX_MULTIPLIER
         if caps is not None:
-            for limit in (caps.pod_cap_m(request), _sum_or_none(container_caps)):
+            container_sum = None if container_caps is None else sum(container_caps)
+            for limit in (caps.pod_cap_m(request), container_sum):
                 if limit is not None and limit <= hi:
                     hi, cap = limit, Cap.LIMIT_RANGE
         if pod.max_cpu_m is not None and pod.max_cpu_m <= hi:
@@ -176,10 +162,6 @@ def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
         assert cap is not None  # a container max or ratio is set
         result.append(max(cap, container.cpu_request_m))
     return result
-
-
-def _sum_or_none(values: list[int] | None) -> int | None:
-    return None if values is None else sum(values)
 
 
 def _containers(pod: PodInfo, *, target: int, caps: list[int] | None) -> tuple[ContainerLimit, ...]:
