@@ -25,25 +25,11 @@ from typing import Final
 
 _NUMBER: Final = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _EXPONENT: Final = re.compile(r"[eE]([+-]?[0-9]+)")
-_DECIMAL_SI: Final = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
-_BINARY_SI: Final = {
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
+# Suffix to multiplier: decimal SI from nano to exa, binary SI from kibi to exbi.
+_DECIMAL_PREFIXES: Final = ("n", "u", "m", "", "k", "M", "G", "T", "P", "E")
+_SUFFIXES: Final = {
+    **{prefix: Fraction(1000) ** n for n, prefix in enumerate(_DECIMAL_PREFIXES, start=-3)},
+    **{f"{prefix}i": Fraction(1024) ** n for n, prefix in enumerate("KMGTPE", start=1)},
 }
 # Far beyond any real resource amount, small enough that 10**exponent stays cheap.
 _MAX_EXPONENT: Final = 1000
@@ -75,7 +61,7 @@ def parse_quantity(text: str) -> Fraction:
 
 
 def _multiplier(text: str, suffix: str) -> Fraction:
-    known = _DECIMAL_SI.get(suffix) or _BINARY_SI.get(suffix)
+    known = _SUFFIXES.get(suffix)
     if known is not None:
         return known
     exponent = _EXPONENT.fullmatch(suffix)
