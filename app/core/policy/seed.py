@@ -1,6 +1,6 @@
 """Birth limits the mutating webhook gives new pods' containers."""
 
-from fractions import Fraction
+from collections.abc import Iterable
 
 from app.core.config import Settings
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
@@ -28,17 +28,10 @@ def seed_limits(
     candidates = [c for c in pod.cpu_containers if c.cpu_limit_m is None]
     if not candidates:
         return ()
-    multiplier = _multiplier(settings)
     requests = [c.cpu_request_m for c in candidates]
-    bounds = []
-    for request in requests:
-        bound = half_up_div(request * multiplier.numerator, multiplier.denominator)
-        container_cap = limit_range.container_cap_m(request)
-        if container_cap is not None:
-            bound = min(bound, container_cap)
-        bound = max(bound, request)
-        bounds.append(quantize(bound, request=request, hi=bound, quantum=settings.quantum_m))
-    limits = bounds
+    bounds = limits = [
+        _birth_limit(r, settings, caps=(limit_range.container_cap_m(r),), floor=r) for r in requests
+    ]
     pod_caps = [
         cap for cap in (pod.max_cpu_m, limit_range.pod_cap_m(pod.request_m)) if cap is not None
     ]
@@ -67,19 +60,23 @@ def seed_pod_limit(
     if pod_level is None or pod_level.cpu_limit_m is not None or pod.request_m <= 0:
         return None
     request = pod.request_m
-    multiplier = _multiplier(settings)
-    bound = half_up_div(request * multiplier.numerator, multiplier.denominator)
-    for cap in (pod.max_cpu_m, limit_range.pod_cap_m(request)):
-        if cap is not None:
-            bound = min(bound, cap)
-    floor = max(request, pod_level.container_limit_floor_m)
-    bound = max(bound, floor)
-    limit = quantize(bound, request=floor, hi=bound, quantum=settings.quantum_m)
+    limit = _birth_limit(
+        request,
+        settings,
+        caps=(pod.max_cpu_m, limit_range.pod_cap_m(request)),
+        floor=max(request, pod_level.container_limit_floor_m),
+    )
     return limit if limit > request else None
 
 
-def _multiplier(settings: Settings) -> Fraction:
-    """The birth multiplier, never above a non-zero ``maxMultiplier``."""
-    if 0 < settings.max_multiplier < settings.webhook_initial_multiplier:
-        return settings.max_multiplier
-    return settings.webhook_initial_multiplier
+def _birth_limit(
+    request: int, settings: Settings, *, caps: Iterable[int | None], floor: int
+) -> int:
+    """``request`` times the birth multiplier (never above a non-zero ``maxMultiplier``),
+    at most every cap that is set, never below ``floor``, then quantized."""
+    multiplier = settings.webhook_initial_multiplier
+    if 0 < settings.max_multiplier < multiplier:
+        multiplier = settings.max_multiplier
+    bound = half_up_div(request * multiplier.numerator, multiplier.denominator)
+    bound = max(min([bound, *(cap for cap in caps if cap is not None)]), floor)
+    return quantize(bound, request=floor, hi=bound, quantum=settings.quantum_m)
