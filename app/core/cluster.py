@@ -23,7 +23,7 @@ decision (`app.core.decision`) reads.
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from app.core.config import Settings
 from app.core.eligibility import namespace_enrolled
@@ -204,7 +204,7 @@ class ClusterCache:
         self._on_unreadable = on_unreadable
         self.pods: dict[str, PodInfo] = {}
         self._pods_by_node: dict[str, dict[str, PodInfo]] = {}
-        self._pods_by_namespace: dict[str, set[str]] = {}
+        self._pods_by_namespace: dict[str, dict[str, PodInfo]] = {}
         self._unreadable: dict[str, Unreadable] = {}
         # Per node, a count that moves whenever a pod's target inputs there change.
         self._bookings: dict[str, int] = {}
@@ -213,8 +213,8 @@ class ClusterCache:
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._limit_range_caps: dict[str, LimitRangeCaps] = {}
         self._vpas: dict[str, dict[str, Mapping[str, Any]]] = {}
-        # namespace -> names of its ResourceQuotas that hold limits.cpu
-        self._limit_quotas: dict[str, set[str]] = {}
+        # namespace -> {name: True} for its ResourceQuotas that hold limits.cpu
+        self._limit_quotas: dict[str, dict[str, bool]] = {}
         self.config = DEFAULT_CONFIG
 
     @property
@@ -246,7 +246,7 @@ class ClusterCache:
         )
 
     def nodes_in_namespace(self, namespace: str) -> set[str]:
-        return {self.pods[key].node_name for key in self._pods_by_namespace.get(namespace, ())}
+        return {pod.node_name for pod in self._pods_by_namespace.get(namespace, {}).values()}
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.namespaces.get(namespace)
@@ -282,11 +282,13 @@ class ClusterCache:
             # Unbound pods book nothing on any node; the watch normally filters them out.
             new = record
         if old is not None:
-            self._unindex(key, old)
+            del self.pods[key]
+            _store(self._pods_by_node, old.node_name, key, None)
+            _store(self._pods_by_namespace, old.namespace, key, None)
         if new is not None:
             self.pods[key] = new
             self._pods_by_node.setdefault(new.node_name, {})[key] = new
-            self._pods_by_namespace.setdefault(new.namespace, set()).add(key)
+            self._pods_by_namespace.setdefault(new.namespace, {})[key] = new
         if self._on_pod is not None and (old is not None or new is not None):
             self._on_pod(old, new)
         if (old is None) != (new is None) or (
@@ -341,14 +343,8 @@ class ClusterCache:
 
     def apply_limit_range(self, key: str, obj: Mapping[str, Any] | None) -> None:
         namespace, _, name = key.partition("/")
-        ranges = self._limit_ranges.setdefault(namespace, {})
-        if obj is None:
-            ranges.pop(name, None)
-        else:
-            ranges[name] = limit_range_view(obj)
-        caps = limit_range_caps(ranges.values()) if ranges else NO_LIMIT_RANGE_CAPS
-        if not ranges:
-            del self._limit_ranges[namespace]
+        _store(self._limit_ranges, namespace, name, None if obj is None else limit_range_view(obj))
+        caps = limit_range_caps(self._limit_ranges.get(namespace, {}).values())
         if caps != self.limit_range_caps(namespace):
             if caps == NO_LIMIT_RANGE_CAPS:
                 self._limit_range_caps.pop(namespace, None)
@@ -358,30 +354,16 @@ class ClusterCache:
 
     def apply_vpa(self, key: str, obj: Mapping[str, Any] | None) -> None:
         namespace, _, name = key.partition("/")
-        vpas = self._vpas.setdefault(namespace, {})
-        old = vpas.get(name)
-        new: Mapping[str, Any] | None = None
-        if obj is None:
-            vpas.pop(name, None)
-        else:
-            new = vpa_view(obj)
-            vpas[name] = new
-        if not vpas:
-            del self._vpas[namespace]
-        if new != old:
+        new = None if obj is None else vpa_view(obj)
+        if new != _store(self._vpas, namespace, name, new):
             self._wake_namespace(namespace)
 
     def apply_quota(self, key: str, obj: Mapping[str, Any] | None) -> None:
         """ResourceQuotas matter only for whether they hold ``limits.cpu``; no decision of
         the reconciler's reads them, so no node wakes."""
         namespace, _, name = key.partition("/")
-        names = self._limit_quotas.setdefault(namespace, set())
-        if obj is not None and has_limits_cpu(obj):
-            names.add(name)
-        else:
-            names.discard(name)
-        if not names:
-            del self._limit_quotas[namespace]
+        holds_limits_cpu = obj is not None and has_limits_cpu(obj)
+        _store(self._limit_quotas, namespace, name, True if holds_limits_cpu else None)
 
     def keys(self, kind: str) -> Iterable[str]:
         """Current keys of a resource kind, for deleting what a relist no longer returns."""
@@ -393,12 +375,13 @@ class ClusterCache:
             return list(self.namespaces)
         if kind == "config":
             return [CONFIG_NAME] if self.config.present else []
-        if kind == "limitranges":
-            return [f"{ns}/{name}" for ns, ranges in self._limit_ranges.items() for name in ranges]
-        if kind == "vpas":
-            return [f"{ns}/{name}" for ns, vpas in self._vpas.items() for name in vpas]
-        if kind == "resourcequotas":
-            return [f"{ns}/{name}" for ns, names in self._limit_quotas.items() for name in names]
+        namespaced: dict[str, Mapping[str, Iterable[str]]] = {
+            "limitranges": self._limit_ranges,
+            "vpas": self._vpas,
+            "resourcequotas": self._limit_quotas,
+        }
+        if kind in namespaced:
+            return [f"{ns}/{name}" for ns, names in namespaced[kind].items() for name in names]
         raise ValueError(f"unknown kind {kind!r}")
 
     def _enrolled(self, name: str, labels: Mapping[str, str] | None) -> bool:
@@ -408,18 +391,22 @@ class ClusterCache:
         for node in self.nodes_in_namespace(namespace):
             self._listener.node_dirty(node, prompt=False)
 
-    def _unindex(self, key: str, pod: PodInfo) -> None:
-        del self.pods[key]
-        on_node = self._pods_by_node.get(pod.node_name)
-        if on_node is not None:
-            on_node.pop(key, None)
-            if not on_node:
-                del self._pods_by_node[pod.node_name]
-        in_namespace = self._pods_by_namespace.get(pod.namespace)
-        if in_namespace is not None:
-            in_namespace.discard(key)
-            if not in_namespace:
-                del self._pods_by_namespace[pod.namespace]
+
+V = TypeVar("V")
+
+
+def _store(index: dict[str, dict[str, V]], group: str, name: str, value: V | None) -> V | None:
+    """Put ``value`` (None: remove it) under ``name`` in ``group`` of an index of groups,
+    dropping a group left empty; returns the value it replaced."""
+    members = index.setdefault(group, {})
+    old = members.get(name)
+    if value is None:
+        members.pop(name, None)
+    else:
+        members[name] = value
+    if not members:
+        del index[group]
+    return old
 
 
 def listed_cache(
@@ -432,14 +419,14 @@ def listed_cache(
 ) -> ClusterCache:
     """A cache of objects listed already, for the tools, which decide on demand."""
     cache = ClusterCache(listener=Quiet())
-    for node in nodes:
-        cache.apply_node(object_key(node), node)
-    for namespace in namespaces:
-        cache.apply_namespace(object_key(namespace), namespace)
-    for limit_range in limit_ranges:
-        cache.apply_limit_range(object_key(limit_range), limit_range)
-    for vpa in vpas:
-        cache.apply_vpa(object_key(vpa), vpa)
+    for objects, apply in (
+        (nodes, cache.apply_node),
+        (namespaces, cache.apply_namespace),
+        (limit_ranges, cache.apply_limit_range),
+        (vpas, cache.apply_vpa),
+    ):
+        for obj in objects:
+            apply(object_key(obj), obj)
     for pod in pods:
         wire = pod_wire(pod)
         cache.apply_pod(pod_key(wire), wire)
