@@ -158,13 +158,10 @@ def vpa_controls_limits(
         applicable = [*policies, fallback]
     else:
         applicable = [by_container.get(name, fallback) for name in container_names]
-    return any(_policy_controls_limits(policy) for policy in applicable)
-
-
-def _policy_controls_limits(policy: Mapping[str, Any]) -> bool:
-    if policy.get("mode") == _VPA_OFF:
-        return False
-    return policy.get("controlledValues") != _VPA_REQUESTS_ONLY
+    return any(
+        policy.get("mode") != _VPA_OFF and policy.get("controlledValues") != _VPA_REQUESTS_ONLY
+        for policy in applicable
+    )
 
 
 def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo) -> bool:
