@@ -161,12 +161,9 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
 
 def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]:
     """The nodes to reconcile after a pod changed from `old` to `new` (None: absent)."""
-    if old is not None and new is not None:
-        if policy_view(old) == policy_view(new):
-            return frozenset()
-        return frozenset({old.node_name, new.node_name} - {""})
-    present = new if new is not None else old
-    return frozenset() if present is None else frozenset({present.node_name} - {""})
+    if old is not None and new is not None and policy_view(old) == policy_view(new):
+        return frozenset()
+    return frozenset({pod.node_name for pod in (old, new) if pod is not None} - {""})
 
 
 def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
@@ -291,9 +288,7 @@ class ClusterCache:
             self._pods_by_namespace.setdefault(new.namespace, {})[key] = new
         if self._on_pod is not None and (old is not None or new is not None):
             self._on_pod(old, new)
-        if (old is None) != (new is None) or (
-            old is not None and new is not None and target_view(old) != target_view(new)
-        ):
+        if old is None or new is None or target_view(old) != target_view(new):
             for node in {pod.node_name for pod in (old, new) if pod is not None}:
                 if node in self.nodes:
                     self._bookings[node] = self._bookings.get(node, 0) + 1
@@ -318,11 +313,10 @@ class ClusterCache:
 
     def apply_namespace(self, name: str, obj: Mapping[str, Any] | None) -> None:
         old = self.namespaces.get(name)
-        new: Mapping[str, str] | None = None
-        if obj is None:
+        new = None if obj is None else labels(obj)
+        if new is None:
             self.namespaces.pop(name, None)
         else:
-            new = labels(obj)
             self.namespaces[name] = new
         enrolled = self._enrolled(name, new)
         if self._enrolled(name, old) != enrolled:
