@@ -34,24 +34,24 @@ NO_LIMIT_RANGE_CAPS: Final = LimitRangeCaps()
 
 def limit_range_caps(limit_ranges: Iterable[Mapping[str, Any]]) -> LimitRangeCaps:
     """Caps from the LimitRange objects of one namespace (the minimum of each kind)."""
-    maxima: dict[str, list[Fraction]] = {"Container": [], "Pod": []}
-    ratios: dict[str, list[Fraction]] = {"Container": [], "Pod": []}
-    for limit_range in limit_ranges:
-        for item in (limit_range.get("spec") or {}).get("limits") or ():
-            kind = item.get("type")
-            if kind not in maxima:
-                continue
-            maximum = _cpu((item.get("max") or {}).get("cpu"))
-            ratio = _cpu((item.get("maxLimitRequestRatio") or {}).get("cpu"))
-            if maximum is not None:
-                maxima[kind].append(maximum)
-            if ratio is not None:
-                ratios[kind].append(ratio)
+    items = [
+        item
+        for limit_range in limit_ranges
+        for item in (limit_range.get("spec") or {}).get("limits") or ()
+    ]
+
+    def tightest(kind: str, field: str) -> Fraction | None:
+        """The least CPU value of ``field`` across the items of type ``kind``."""
+        values = (
+            _cpu((item.get(field) or {}).get("cpu")) for item in items if item.get("type") == kind
+        )
+        return min((value for value in values if value is not None), default=None)
+
     return LimitRangeCaps(
-        container_max_m=_floor_millis(min(maxima["Container"], default=None)),
-        container_ratio=min(ratios["Container"], default=None),
-        pod_max_m=_floor_millis(min(maxima["Pod"], default=None)),
-        pod_ratio=min(ratios["Pod"], default=None),
+        container_max_m=_floor_millis(tightest("Container", "max")),
+        container_ratio=tightest("Container", "maxLimitRequestRatio"),
+        pod_max_m=_floor_millis(tightest("Pod", "max")),
+        pod_ratio=tightest("Pod", "maxLimitRequestRatio"),
     )
 
 
