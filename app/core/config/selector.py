@@ -61,21 +61,9 @@ class SelectorError(ValueError):
 
 def parse_label_selector(obj: object, *, path: str = "selector") -> LabelSelector:
     """Parse a ``metav1.LabelSelector`` object; raise ``SelectorError`` if malformed."""
-    errors: list[FieldError] = []
-    selector = _parse(obj, path=path, errors=errors)
-    if errors:
-        raise SelectorError(tuple(errors))
-    return selector
-
-
-def _parse(obj: object, *, path: str, errors: list[FieldError]) -> LabelSelector:
     if not isinstance(obj, Mapping):
-        errors.append(FieldError(path, "must be an object"))
-        return LabelSelector(())
-    errors.extend(
-        FieldError(f"{path}.{field}", "unknown field")
-        for field in sorted(set(obj) - _SELECTOR_FIELDS, key=str)
-    )
+        raise SelectorError((FieldError(path, "must be an object"),))
+    errors = _unknown_fields(obj, _SELECTOR_FIELDS, path=path)
     requirements = _match_labels(obj.get("matchLabels"), path=f"{path}.matchLabels", errors=errors)
     expressions = obj.get("matchExpressions")
     if expressions is not None and not isinstance(expressions, list):
@@ -87,7 +75,18 @@ def _parse(obj: object, *, path: str, errors: list[FieldError]) -> LabelSelector
             )
             if requirement is not None:
                 requirements.append(requirement)
+    if errors:
+        raise SelectorError(tuple(errors))
     return LabelSelector(tuple(requirements))
+
+
+def _unknown_fields(
+    obj: Mapping[str, object], known: frozenset[str], *, path: str
+) -> list[FieldError]:
+    return [
+        FieldError(f"{path}.{field}", "unknown field")
+        for field in sorted(set(obj) - known, key=str)
+    ]
 
 
 def _match_labels(obj: object, *, path: str, errors: list[FieldError]) -> list[Requirement]:
@@ -110,10 +109,7 @@ def _expression(obj: object, *, path: str, errors: list[FieldError]) -> Requirem
         errors.append(FieldError(path, "must be an object"))
         return None
     before = len(errors)
-    errors.extend(
-        FieldError(f"{path}.{field}", "unknown field")
-        for field in sorted(set(obj) - _EXPRESSION_FIELDS, key=str)
-    )
+    errors.extend(_unknown_fields(obj, _EXPRESSION_FIELDS, path=path))
     key = obj.get("key")
     key_error = "is required" if key is None else label_key_error(key)
     if key_error:
