@@ -7,6 +7,7 @@ relist did not report was deleted while the watch was down.
 """
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -18,40 +19,33 @@ from app.core.views import object_key
 T = TypeVar("T")
 
 
+@dataclass(eq=False, kw_only=True)
 class CacheFeed(Generic[T]):
-    def __init__(
-        self,
-        *,
-        decode: Callable[[memoryview], T],
-        key: Callable[[T], str],
-        apply: Callable[[str, T | None], None],
-        keys: Callable[[], Iterable[str]],
-    ) -> None:
-        self._decode = decode
-        self._key = key
-        self._apply = apply
-        self._keys = keys
-        self._seen: set[str] | None = None
+    decode: Callable[[memoryview], T]
+    key: Callable[[T], str]
+    apply: Callable[[str, T | None], None]
+    keys: Callable[[], Iterable[str]]
+    _seen: set[str] | None = field(default=None, init=False)
 
     def relist_started(self) -> None:
         self._seen = set()
 
     def listed(self, raw: memoryview) -> None:
-        obj = self._decode(raw)
-        key = self._key(obj)
+        obj = self.decode(raw)
+        key = self.key(obj)
         if self._seen is not None:
             self._seen.add(key)
-        self._apply(key, obj)
+        self.apply(key, obj)
 
     def relist_finished(self) -> None:
         seen = self._seen or set()
-        for key in [key for key in self._keys() if key not in seen]:
-            self._apply(key, None)
+        for key in [key for key in self.keys() if key not in seen]:
+            self.apply(key, None)
         self._seen = None
 
     def event(self, kind: str, raw: memoryview) -> None:
-        obj = self._decode(raw)
-        self._apply(self._key(obj), None if kind == "DELETED" else obj)
+        obj = self.decode(raw)
+        self.apply(self.key(obj), None if kind == "DELETED" else obj)
 
 
 def decode_object(raw: memoryview) -> dict[str, Any]:
