@@ -317,13 +317,13 @@ def resource_facts(
     wire = spec if isinstance(spec, PodSpecWire) else _convert(spec, PodSpecWire)
     inits = wire.initContainers or ()
     apps = wire.containers or ()
-    sidecars = [c for c in inits if c.restartPolicy == "Always"]
-    plain_inits = [c for c in inits if c.restartPolicy != "Always"]
-    resizable = [_resources(c) for c in (*apps, *sidecars)]
-    plain_resources = [_resources(c) for c in plain_inits]
+    # App containers, then sidecars: the init containers that keep running.
+    resizable_wire = (*apps, *(c for c in inits if c.restartPolicy == "Always"))
+    resizable = [_resources(c) for c in resizable_wire]
+    plain_resources = [_resources(c) for c in inits if c.restartPolicy != "Always"]
     containers = tuple(
         _container(c, sidecar=index >= len(apps), resources=r)
-        for index, (c, r) in enumerate(zip((*apps, *sidecars), resizable, strict=True))
+        for index, (c, r) in enumerate(zip(resizable_wire, resizable, strict=True))
     )
     cpu_containers = tuple(c for c in containers if c.cpu_request_m > 0)
     limits = [c.cpu_limit_m for c in cpu_containers]
@@ -383,6 +383,7 @@ def pod_info(wire: PodWire) -> PodInfo:
     annotations = metadata.annotations or _NO_ANNOTATIONS
     max_cpu_m, max_cpu_warning = max_cpu_cap(annotations.max_cpu)
     pending_reason, pending_message, resize_error = _resize_conditions(status.conditions or ())
+    mode = (metadata.labels or _NO_LABELS_WIRE).mode
     return PodInfo(
         namespace=sys.intern(metadata.namespace or ""),
         name=metadata.name or "",
@@ -391,7 +392,9 @@ def pod_info(wire: PodWire) -> PodInfo:
         phase=sys.intern(status.phase or ""),
         deleting=metadata.deletionTimestamp is not None,
         mirror=annotations.mirror is not None,
-        labels=_own_labels((metadata.labels or _NO_LABELS_WIRE).mode),
+        # Only the label a decision reads (the opt-out): a pod's other labels would cost
+        # about half a kilobyte per cached pod.
+        labels=_NO_LABELS if mode is None else {MODE_LABEL: sys.intern(mode)},
         owners=_owners(
             tuple(
                 _owner(ref.apiVersion, ref.kind, ref.name, bool(ref.controller))
@@ -513,12 +516,6 @@ def _container(container: ContainerWire, *, sidecar: bool, resources: _Resources
         memory_limit_bytes=_ceil(resources.memory_limit),
         restart_on_cpu_resize=restart,
     )
-
-
-def _own_labels(mode: str | None) -> Mapping[str, str]:
-    """Only the label a decision reads (the opt-out): a pod's other labels would cost
-    about half a kilobyte per cached pod."""
-    return _NO_LABELS if mode is None else {MODE_LABEL: sys.intern(mode)}
 
 
 # The replicas of one workload share their owner: one record (and one tuple of them) serves
