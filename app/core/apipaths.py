@@ -43,15 +43,9 @@ class Resource:
             raise ValueError(f"{self.plural} are cluster-scoped: no namespace")
         if name is not None and self.namespaced and namespace is None:
             raise ValueError(f"{self.plural} are namespaced: {name!r} needs a namespace")
-        path = self.group_version_path
-        if namespace is not None:
-            path += f"/namespaces/{namespace}"
-        path += f"/{self.plural}"
-        if name is not None:
-            path += f"/{name}"
-        if subresource is not None:
-            path += f"/{subresource}"
-        return path
+        scope = "" if namespace is None else f"/namespaces/{namespace}"
+        tail = "".join(f"/{part}" for part in (name, subresource) if part is not None)
+        return f"{self.group_version_path}{scope}/{self.plural}{tail}"
 
 
 PODS: Final = Resource("", "v1", "pods", namespaced=True)
