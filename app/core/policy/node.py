@@ -156,12 +156,10 @@ def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
     """Each request-bearing container's LimitRange cap (never below its request)."""
     if caps.container_max_m is None and caps.container_ratio is None:
         return None
-    result = []
-    for container in pod.cpu_containers:
-        cap = caps.container_cap_m(container.cpu_request_m)
-        assert cap is not None  # a container max or ratio is set
-        result.append(max(cap, container.cpu_request_m))
-    return result
+    # A container max or ratio is set, so every container has a cap (never None).
+    return [
+        max(caps.container_cap_m(c.cpu_request_m) or 0, c.cpu_request_m) for c in pod.cpu_containers
+    ]
 
 
 def _containers(pod: PodInfo, *, target: int, caps: list[int] | None) -> tuple[ContainerLimit, ...]:
