@@ -43,13 +43,10 @@ class Integer(Kind):
     def parse(self, value: Any, path: str, findings: Findings) -> int | None:
         if not is_integer(value):
             findings.error(path, "must be an integer")
-        elif value < self.low or (self.high is not None and value > self.high):
-            bounds = (
-                f"at least {self.low}"
-                if self.high is None
-                else f"between {self.low} and {self.high}"
-            )
-            findings.error(path, f"must be {bounds}")
+        elif self.high is None and value < self.low:
+            findings.error(path, f"must be at least {self.low}")
+        elif self.high is not None and not self.low <= value <= self.high:
+            findings.error(path, f"must be between {self.low} and {self.high}")
         else:
             return int(value)
         return None
