@@ -26,85 +26,87 @@ class Kind(ABC):
         """
 
 
+class _Invalid(ValueError):
+    """A set value that breaks its kind's rule; the message says how."""
+
+
+class _Scalar(Kind):
+    """A kind whose value breaks at most one rule: ``read`` raises, ``parse`` records it."""
+
+    def parse(self, value: Any, path: str, findings: Findings) -> Any:
+        try:
+            return self.read(value)
+        except (_Invalid, DurationError, QuantityError) as error:
+            findings.error(path, str(error))
+            return None
+
+    @abstractmethod
+    def read(self, value: Any) -> Any:
+        """The typed value; raises ``_Invalid`` (or the parser's own error) on a bad one."""
+
+
 @dataclass(frozen=True, slots=True)
-class Boolean(Kind):
-    def parse(self, value: Any, path: str, findings: Findings) -> bool | None:
+class Boolean(_Scalar):
+    def read(self, value: Any) -> bool:
         if isinstance(value, bool):
             return value
-        findings.error(path, "must be true or false")
-        return None
+        raise _Invalid("must be true or false")
 
 
 @dataclass(frozen=True, slots=True)
-class Integer(Kind):
+class Integer(_Scalar):
     low: int
     high: int | None = None
 
-    def parse(self, value: Any, path: str, findings: Findings) -> int | None:
+    def read(self, value: Any) -> int:
         if not is_integer(value):
-            findings.error(path, "must be an integer")
-        elif self.high is None and value < self.low:
-            findings.error(path, f"must be at least {self.low}")
-        elif self.high is not None and not self.low <= value <= self.high:
-            findings.error(path, f"must be between {self.low} and {self.high}")
-        else:
-            return int(value)
-        return None
+            raise _Invalid("must be an integer")
+        if self.high is None and value < self.low:
+            raise _Invalid(f"must be at least {self.low}")
+        if self.high is not None and not self.low <= value <= self.high:
+            raise _Invalid(f"must be between {self.low} and {self.high}")
+        return int(value)
 
 
 @dataclass(frozen=True, slots=True)
-class Millicores(Kind):
+class Millicores(_Scalar):
     """A CPU quantity, rounded up to whole millicores; ``positive`` also rejects 0."""
 
     positive: bool
 
-    def parse(self, value: Any, path: str, findings: Findings) -> int | None:
-        exact = _quantity(value, path, findings)
-        if exact is None:
-            return None
+    def read(self, value: Any) -> int:
+        exact = _quantity(value)
         if exact < 0 or (self.positive and exact == 0):
-            findings.error(
-                path, "must be greater than 0" if self.positive else "must not be negative"
-            )
-            return None
+            raise _Invalid("must be greater than 0" if self.positive else "must not be negative")
         return math.ceil(exact * 1000)
 
 
 @dataclass(frozen=True, slots=True)
-class Multiplier(Kind):
+class Multiplier(_Scalar):
     """A multiple of a request, kept exact; a ``low`` of 0 is the no-cap value."""
 
     low: int
     high: int
 
-    def parse(self, value: Any, path: str, findings: Findings) -> Fraction | None:
-        exact = _quantity(value, path, findings)
-        if exact is None:
-            return None
+    def read(self, value: Any) -> Fraction:
+        exact = _quantity(value)
         if not self.low <= exact <= self.high:
             no_cap = f"0 (no cap) or greater than 0 and at most {self.high}"
             bounds = no_cap if self.low == 0 else f"between {self.low} and {self.high}"
-            findings.error(path, f"must be {bounds}")
-            return None
+            raise _Invalid(f"must be {bounds}")
         return exact
 
 
 @dataclass(frozen=True, slots=True)
-class Duration(Kind):
+class Duration(_Scalar):
     """A Go duration, in seconds; never negative."""
 
-    def parse(self, value: Any, path: str, findings: Findings) -> float | None:
+    def read(self, value: Any) -> float:
         if not isinstance(value, str):
-            findings.error(path, 'must be a duration string such as "2s", "1m30s" or "500ms"')
-            return None
-        try:
-            seconds = parse_duration_seconds(value)
-        except DurationError as error:
-            findings.error(path, str(error))
-            return None
+            raise _Invalid('must be a duration string such as "2s", "1m30s" or "500ms"')
+        seconds = parse_duration_seconds(value)
         if seconds < 0:
-            findings.error(path, "must not be negative")
-            return None
+            raise _Invalid("must not be negative")
         return seconds
 
 
@@ -121,14 +123,13 @@ class Selector(Kind):
 
 
 @dataclass(frozen=True, slots=True)
-class Enum(Kind):
+class Enum(_Scalar):
     values: tuple[str, ...]
 
-    def parse(self, value: Any, path: str, findings: Findings) -> str | None:
+    def read(self, value: Any) -> str:
         if value in self.values:
             return str(value)
-        findings.error(path, f"must be one of {', '.join(self.values)}")
-        return None
+        raise _Invalid(f"must be one of {', '.join(self.values)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,17 +148,12 @@ class StringList(Kind):
         return frozenset(item for item in value if isinstance(item, str) and item)
 
 
-def _quantity(value: Any, path: str, findings: Findings) -> Fraction | None:
+def _quantity(value: Any) -> Fraction:
     if is_integer(value):
         return Fraction(value)
     if not isinstance(value, str):
-        findings.error(path, 'must be a quantity string such as "1", "500m" or "1.5"')
-        return None
-    try:
-        return parse_quantity(value)
-    except QuantityError as error:
-        findings.error(path, str(error))
-        return None
+        raise _Invalid('must be a quantity string such as "1", "500m" or "1.5"')
+    return parse_quantity(value)
 
 
 def is_integer(value: object) -> bool:
