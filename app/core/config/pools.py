@@ -68,9 +68,7 @@ def settings_for_pod(
     # No constraint at all is one term that every node satisfies.
     terms = pod_node_terms(pod_spec) or [LabelSelector(())]
     chosen = {_pool_of_term(settings.node_pools, term) for term in terms}
-    if len(chosen) != 1:
-        return settings, None
-    (index,) = chosen
+    index = chosen.pop() if len(chosen) == 1 else None
     if index is None or index < 0:
         return settings, None
     return pool_settings(settings, index), settings.node_pools[index].name
@@ -122,10 +120,7 @@ def _requirements(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]
             continue
         if raw_operator in _NUMERIC_OPERATORS:
             requirements.append(Requirement(key, Operator.EXISTS, frozenset()))
-            continue
-        operator = OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
-        if operator is None:
-            continue
-        values = frozenset(v for v in expression.get("values") or () if isinstance(v, str))
-        requirements.append(Requirement(key, operator, values))
+        elif isinstance(raw_operator, str) and raw_operator in OPERATORS:
+            values = frozenset(v for v in expression.get("values") or () if isinstance(v, str))
+            requirements.append(Requirement(key, OPERATORS[raw_operator], values))
     return requirements
