@@ -41,11 +41,9 @@ class Remembered(Protocol):
     def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
         """Seconds left in the pod's back-off window under the node's ``settings``; 0 when
         it is not backed off."""
-        ...
 
     def infeasible_acknowledged(self, pod: PodInfo) -> bool:
         """Whether the pod's current Infeasible report has been acted on already."""
-        ...
 
 
 class _FromStatus:
