@@ -561,11 +561,10 @@ def _qos(containers: Sequence[_Resources]) -> str:
     memory_limits = [r.memory_limit for r in containers if r.memory_limit]
     if not (cpu_requests or memory_requests or cpu_limits or memory_limits):
         return BEST_EFFORT
-    every_limit_set = all(r.cpu_limit and r.memory_limit for r in containers)
     if (
-        every_limit_set
-        and bool(cpu_requests)
-        and bool(memory_requests)
+        all(r.cpu_limit and r.memory_limit for r in containers)
+        and cpu_requests
+        and memory_requests
         and _exact_sum(cpu_requests) == _exact_sum(cpu_limits)
         and _exact_sum(memory_requests) == _exact_sum(memory_limits)
     ):
