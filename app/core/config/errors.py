@@ -26,16 +26,20 @@ class ValidationResult:
         return not self.errors
 
 
-class ConfigError(ValueError):
+class FieldErrors(ValueError):
+    """Errors found together, each with its field path; the message joins them all."""
+
+    def __init__(self, errors: tuple[FieldError, ...]) -> None:
+        super().__init__("; ".join(str(error) for error in errors))
+        self.errors = errors
+
+
+class ConfigError(FieldErrors):
     """A HeadroomConfig that breaks the rules; carries every error, not just the first.
 
     Callers must not fall back to the defaults on this error: the default namespace
     selector could enrol namespaces the operator's own selector left out.
     """
-
-    def __init__(self, errors: tuple[FieldError, ...]) -> None:
-        super().__init__("; ".join(str(error) for error in errors))
-        self.errors = errors
 
 
 class Findings:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from app.core.config.errors import FieldError
+from app.core.config.errors import FieldError, FieldErrors
 
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -51,12 +51,8 @@ class LabelSelector:
 OPERATORS: Final = {operator.value: operator for operator in Operator}
 
 
-class SelectorError(ValueError):
+class SelectorError(FieldErrors):
     """A malformed selector; carries every error with its field path."""
-
-    def __init__(self, errors: tuple[FieldError, ...]) -> None:
-        super().__init__("; ".join(str(error) for error in errors))
-        self.errors = errors
 
 
 def parse_label_selector(obj: object, *, path: str = "selector") -> LabelSelector:
@@ -117,8 +113,7 @@ def _expression(obj: object, *, path: str, errors: list[FieldError]) -> Requirem
     raw_operator = obj.get("operator")
     operator = OPERATORS.get(raw_operator) if isinstance(raw_operator, str) else None
     if operator is None:
-        allowed = ", ".join(Operator)
-        errors.append(FieldError(f"{path}.operator", f"must be one of {allowed}"))
+        errors.append(FieldError(f"{path}.operator", f"must be one of {', '.join(Operator)}"))
     values = _values(obj.get("values"), operator=operator, path=f"{path}.values", errors=errors)
     if len(errors) > before:
         return None
