@@ -54,8 +54,7 @@ def parse_quantity(text: str) -> Fraction:
     sign, whole, fraction = number.groups()
     if not whole and not fraction:
         raise QuantityError(f"quantity {text!r} does not start with a number")
-    digits = whole + (fraction or "")
-    value = Fraction(int(digits), 10 ** len(fraction or ""))
+    value = Fraction(int(whole + (fraction or "")), 10 ** len(fraction or ""))
     value *= _multiplier(text, text[number.end() :])
     return -value if sign == "-" else value
 

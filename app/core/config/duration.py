@@ -45,8 +45,8 @@ def parse_duration_seconds(text: str) -> float:
         if unit not in _NANOS_PER_UNIT:
             problem = "missing unit" if not unit else f"unknown unit {unit!r}"
             raise DurationError(f"{problem} in duration {text!r}")
-        digits = whole + (fraction or "")
-        nanos += Fraction(int(digits), 10 ** len(fraction or "")) * _NANOS_PER_UNIT[unit]
+        number = Fraction(int(whole + (fraction or "")), 10 ** len(fraction or ""))
+        nanos += number * _NANOS_PER_UNIT[unit]
         position = component.end()
     whole_nanos = int(nanos)
     if whole_nanos > _MAX_NANOS:
