@@ -132,8 +132,7 @@ def _values(
         errors.append(FieldError(path, "must be a list of strings"))
         return frozenset()
     for index, value in enumerate(obj):
-        value_error = label_value_error(value)
-        if value_error:
+        if value_error := label_value_error(value):
             errors.append(FieldError(f"{path}[{index}]", value_error))
     if operator in (Operator.IN, Operator.NOT_IN) and not obj:
         errors.append(FieldError(path, f"must be non-empty for operator {operator}"))
