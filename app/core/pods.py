@@ -475,13 +475,11 @@ def _pod_level(
     memory_limit = _quantity(limits.get("memory"))
     cpu_request = _quantity(requests.get("cpu"))
     memory_request = _quantity(requests.get("memory"))
-    if limits:
-        if cpu_request is None:
-            cpu_request = _sum_or_none([c.cpu_request for c in containers]) or cpu_limit
-        if memory_request is None:
-            memory_request = _sum_or_none([c.memory_request for c in containers]) or memory_limit
-    elif cpu_request is None:
-        cpu_request = _sum_or_none([c.cpu_request for c in containers])
+    # cpu_limit is None without pod-level limits: the request is then the sum alone.
+    if cpu_request is None:
+        cpu_request = _sum_or_none([c.cpu_request for c in containers]) or cpu_limit
+    if limits and memory_request is None:
+        memory_request = _sum_or_none([c.memory_request for c in containers]) or memory_limit
     return _Resources(cpu_request, cpu_limit, memory_request, memory_limit)
 
 
