@@ -329,16 +329,15 @@ def resource_facts(
     limits = [c.cpu_limit_m for c in cpu_containers]
     request_m = sum(c.cpu_request_m for c in cpu_containers)
     limit_m = 0 if None in limits else sum(c or 0 for c in limits)
-    qos = qos_class
     pod_level = _pod_level(wire.resources, containers=resizable)
     pod_resources = None
     if pod_level is None:
-        qos = qos or _qos([*resizable, *plain_resources])
+        qos = qos_class or _qos([*resizable, *plain_resources])
         # The pod as it would be if the policy gave it no burst at all.
         pinned = [replace(r, cpu_limit=r.cpu_request) if r.cpu_request else r for r in resizable]
         guaranteed_if_pinned = _qos([*pinned, *plain_resources]) == GUARANTEED
     else:
-        qos = qos or _requirements_qos(pod_level)
+        qos = qos_class or _requirements_qos(pod_level)
         pinned_pod = replace(pod_level, cpu_limit=pod_level.cpu_request)
         guaranteed_if_pinned = _requirements_qos(pinned_pod) == GUARANTEED
         request_m = _millis(pod_level.cpu_request) or 0
