@@ -147,9 +147,8 @@ def _bearer_token(scope: Scope) -> str | None:
     for name, value in headers:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-            return None
+            token = token.strip()
+            return token if scheme.lower() == "bearer" and token else None
     return None
 
 
@@ -247,8 +246,7 @@ class Listener:
                 raise ListenError(
                     f"{self._name} server cannot listen on {self._host}:{self._port}: {err}"
                 ) from err
-        port: int = self._socket.getsockname()[1]
-        return port
+        return int(self._socket.getsockname()[1])
 
     async def serve(self) -> None:
         port = self.bind()
