@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cryptography import x509
+
 from certs.generate import generate_ca, generate_serving
 from certs.tls import CertificateError, check_pair, load_pair, new_server_context
 
@@ -66,8 +68,7 @@ class _Loaded:
     cert_pem: bytes
     key_pem: bytes
     ca_pem: bytes | None
-    not_after: datetime.datetime
-    serial: int
+    leaf: x509.Certificate
 
 
 class FileCertificateSource:
@@ -105,7 +106,7 @@ class FileCertificateSource:
             return False
         if self._task is not None and self._task.done():
             return False
-        return self._clock() < self._loaded.not_after
+        return self._clock() < self._loaded.leaf.not_valid_after_utc
 
     def reload_if_changed(self) -> bool:
         """Re-read the files now; True when a new pair was installed."""
@@ -165,17 +166,9 @@ class FileCertificateSource:
     def _read(self, fingerprint: tuple[object, ...]) -> _Loaded:
         cert_pem = (self._directory / CERT_FILE).read_bytes()
         key_pem = (self._directory / KEY_FILE).read_bytes()
-        ca_path = self._directory / CA_FILE
-        ca_pem = ca_path.read_bytes() if fingerprint[2] is not None else None
+        ca_pem = (self._directory / CA_FILE).read_bytes() if fingerprint[2] is not None else None
         leaf = check_pair(cert_pem=cert_pem, key_pem=key_pem)
-        return _Loaded(
-            fingerprint=fingerprint,
-            cert_pem=cert_pem,
-            key_pem=key_pem,
-            ca_pem=ca_pem,
-            not_after=leaf.not_valid_after_utc,
-            serial=leaf.serial_number,
-        )
+        return _Loaded(fingerprint, cert_pem, key_pem, ca_pem, leaf)
 
     def _install(self, loaded: _Loaded) -> None:
         load_pair(self._context, cert_pem=loaded.cert_pem, key_pem=loaded.key_pem)
@@ -184,8 +177,8 @@ class FileCertificateSource:
             "loaded %s serving certificate from %s (serial %x, expires %s)",
             self._purpose,
             self._directory,
-            loaded.serial,
-            loaded.not_after.isoformat(),
+            loaded.leaf.serial_number,
+            loaded.leaf.not_valid_after_utc.isoformat(),
         )
 
 
