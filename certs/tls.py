@@ -52,16 +52,12 @@ def load_pair(context: ssl.SSLContext, *, cert_pem: bytes, key_pem: bytes) -> No
     """
     try:
         if hasattr(os, "memfd_create"):
-            _load_via_memfd(context, cert_pem=cert_pem, key_pem=key_pem)
+            with _memfd("tls.crt", cert_pem) as cert_path, _memfd("tls.key", key_pem) as key_path:
+                context.load_cert_chain(cert_path, key_path)
         else:
             _load_via_tempdir(context, cert_pem=cert_pem, key_pem=key_pem)
     except (ssl.SSLError, OSError) as err:
         raise CertificateError(f"cannot load certificate and key: {err}") from err
-
-
-def _load_via_memfd(context: ssl.SSLContext, *, cert_pem: bytes, key_pem: bytes) -> None:
-    with _memfd("tls.crt", cert_pem) as cert_path, _memfd("tls.key", key_pem) as key_path:
-        context.load_cert_chain(cert_path, key_path)
 
 
 @contextmanager
