@@ -159,7 +159,6 @@ class KubeHttp:
                 if budget is not None:
                     budget.refund()
                 raise Skipped
-            timeout = aiohttp.ClientTimeout(total=self._timeout)
             try:
                 async with self._open(
                     method,
@@ -167,7 +166,7 @@ class KubeHttp:
                     query=query,
                     body=body,
                     content_type=content_type,
-                    client_timeout=timeout,
+                    client_timeout=aiohttp.ClientTimeout(total=self._timeout),
                 ) as response:
                     return ApiResponse(code=response.status, body=await response.read())
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
