@@ -110,11 +110,7 @@ class FileCertificateSource:
 
     def reload_if_changed(self) -> bool:
         """Re-read the files now; True when a new pair was installed."""
-        loaded = self._read_or_record_failure()
-        if loaded is None:
-            return False
-        self._install(loaded)
-        return True
+        return self._install(self._read_or_record_failure())
 
     async def start(self) -> None:
         if self._task is None:
@@ -132,9 +128,7 @@ class FileCertificateSource:
             await asyncio.sleep(self._poll_seconds)
             # Reading and proving the pair happen off the event loop; installing on the
             # loop's own thread keeps the context untouched while it starts a handshake.
-            loaded = await asyncio.to_thread(self._read_or_record_failure)
-            if loaded is not None:
-                self._install(loaded)
+            self._install(await asyncio.to_thread(self._read_or_record_failure))
 
     def _read_or_record_failure(self) -> _Loaded | None:
         """The pair on disk when it differs from the loaded one, else None."""
@@ -170,7 +164,10 @@ class FileCertificateSource:
         leaf = check_pair(cert_pem=cert_pem, key_pem=key_pem)
         return _Loaded(fingerprint, cert_pem, key_pem, ca_pem, leaf)
 
-    def _install(self, loaded: _Loaded) -> None:
+    def _install(self, loaded: _Loaded | None) -> bool:
+        """Serve ``loaded``, when there is a new pair; whether one was installed."""
+        if loaded is None:
+            return False
         load_pair(self._context, cert_pem=loaded.cert_pem, key_pem=loaded.key_pem)
         self._loaded = loaded
         logger.info(
@@ -180,6 +177,7 @@ class FileCertificateSource:
             loaded.leaf.serial_number,
             loaded.leaf.not_valid_after_utc.isoformat(),
         )
+        return True
 
 
 def _identity(path: Path) -> tuple[str, int, int, int, int]:
