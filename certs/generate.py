@@ -36,17 +36,11 @@ def service_dns_names(*, service: str, namespace: str) -> list[str]:
 def generate_ca(
     *, common_name: str, valid_for: datetime.timedelta, now: datetime.datetime
 ) -> IssuedCertificate:
-    key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    cert = (
-        _builder(
-            subject=name, issuer=name, public_key=key.public_key(), now=now, valid_for=valid_for
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .sign(key, hashes.SHA256())
-    )
+    key, builder = _start(subject=name, issuer=name, ca=True, now=now, valid_for=valid_for)
+    cert = builder.add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
+    ).sign(key, hashes.SHA256())
     return IssuedCertificate(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
 
 
@@ -111,22 +105,12 @@ def _leaf(
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError("the CA key must be an EC key")
-    key = ec.generate_private_key(ec.SECP256R1())
-    builder = (
-        _builder(
-            subject=subject,
-            issuer=ca_cert.subject,
-            public_key=key.public_key(),
-            now=now,
-            valid_for=valid_for,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=False), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
+    key, builder = _start(
+        subject=subject, issuer=ca_cert.subject, ca=False, now=now, valid_for=valid_for
+    )
+    builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+        critical=False,
     )
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -134,23 +118,28 @@ def _leaf(
     return IssuedCertificate(cert_pem=_cert_pem(cert), key_pem=_key_pem(key))
 
 
-def _builder(
+def _start(
     *,
     subject: x509.Name,
     issuer: x509.Name,
-    public_key: ec.EllipticCurvePublicKey,
+    ca: bool,
     now: datetime.datetime,
     valid_for: datetime.timedelta,
-) -> x509.CertificateBuilder:
-    return (
+) -> tuple[ec.EllipticCurvePrivateKey, x509.CertificateBuilder]:
+    """A new key, and a certificate for it with the extensions every certificate has first."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(issuer)
-        .public_key(public_key)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _BACKDATE)
         .not_valid_after(now + valid_for)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+        .add_extension(_key_usage(ca=ca), critical=True)
     )
+    return key, builder
 
 
 def _key_usage(*, ca: bool) -> x509.KeyUsage:

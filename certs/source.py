@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cryptography import x509
+
 from certs.generate import generate_ca, generate_serving
 from certs.tls import CertificateError, check_pair, load_pair, new_server_context
 
@@ -66,8 +68,7 @@ class _Loaded:
     cert_pem: bytes
     key_pem: bytes
     ca_pem: bytes | None
-    not_after: datetime.datetime
-    serial: int
+    leaf: x509.Certificate
 
 
 class FileCertificateSource:
@@ -105,15 +106,11 @@ class FileCertificateSource:
             return False
         if self._task is not None and self._task.done():
             return False
-        return self._clock() < self._loaded.not_after
+        return self._clock() < self._loaded.leaf.not_valid_after_utc
 
     def reload_if_changed(self) -> bool:
         """Re-read the files now; True when a new pair was installed."""
-        loaded = self._read_or_record_failure()
-        if loaded is None:
-            return False
-        self._install(loaded)
-        return True
+        return self._install(self._read_or_record_failure())
 
     async def start(self) -> None:
         if self._task is None:
@@ -131,9 +128,7 @@ class FileCertificateSource:
             await asyncio.sleep(self._poll_seconds)
             # Reading and proving the pair happen off the event loop; installing on the
             # loop's own thread keeps the context untouched while it starts a handshake.
-            loaded = await asyncio.to_thread(self._read_or_record_failure)
-            if loaded is not None:
-                self._install(loaded)
+            self._install(await asyncio.to_thread(self._read_or_record_failure))
 
     def _read_or_record_failure(self) -> _Loaded | None:
         """The pair on disk when it differs from the loaded one, else None."""
@@ -165,28 +160,24 @@ class FileCertificateSource:
     def _read(self, fingerprint: tuple[object, ...]) -> _Loaded:
         cert_pem = (self._directory / CERT_FILE).read_bytes()
         key_pem = (self._directory / KEY_FILE).read_bytes()
-        ca_path = self._directory / CA_FILE
-        ca_pem = ca_path.read_bytes() if fingerprint[2] is not None else None
+        ca_pem = (self._directory / CA_FILE).read_bytes() if fingerprint[2] is not None else None
         leaf = check_pair(cert_pem=cert_pem, key_pem=key_pem)
-        return _Loaded(
-            fingerprint=fingerprint,
-            cert_pem=cert_pem,
-            key_pem=key_pem,
-            ca_pem=ca_pem,
-            not_after=leaf.not_valid_after_utc,
-            serial=leaf.serial_number,
-        )
+        return _Loaded(fingerprint, cert_pem, key_pem, ca_pem, leaf)
 
-    def _install(self, loaded: _Loaded) -> None:
+    def _install(self, loaded: _Loaded | None) -> bool:
+        """Serve ``loaded``, when there is a new pair; whether one was installed."""
+        if loaded is None:
+            return False
         load_pair(self._context, cert_pem=loaded.cert_pem, key_pem=loaded.key_pem)
         self._loaded = loaded
         logger.info(
             "loaded %s serving certificate from %s (serial %x, expires %s)",
             self._purpose,
             self._directory,
-            loaded.serial,
-            loaded.not_after.isoformat(),
+            loaded.leaf.serial_number,
+            loaded.leaf.not_valid_after_utc.isoformat(),
         )
+        return True
 
 
 def _identity(path: Path) -> tuple[str, int, int, int, int]:

@@ -3,6 +3,8 @@
 import os
 import ssl
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cryptography import x509
@@ -50,33 +52,23 @@ def load_pair(context: ssl.SSLContext, *, cert_pem: bytes, key_pem: bytes) -> No
     """
     try:
         if hasattr(os, "memfd_create"):
-            _load_via_memfd(context, cert_pem=cert_pem, key_pem=key_pem)
+            with _memfd("tls.crt", cert_pem) as cert_path, _memfd("tls.key", key_pem) as key_path:
+                context.load_cert_chain(cert_path, key_path)
         else:
             _load_via_tempdir(context, cert_pem=cert_pem, key_pem=key_pem)
     except (ssl.SSLError, OSError) as err:
         raise CertificateError(f"cannot load certificate and key: {err}") from err
 
 
-def _load_via_memfd(context: ssl.SSLContext, *, cert_pem: bytes, key_pem: bytes) -> None:
-    cert_fd = _memfd("tls.crt", cert_pem)
-    try:
-        key_fd = _memfd("tls.key", key_pem)
-        try:
-            context.load_cert_chain(f"/proc/self/fd/{cert_fd}", f"/proc/self/fd/{key_fd}")
-        finally:
-            os.close(key_fd)
-    finally:
-        os.close(cert_fd)
-
-
-def _memfd(name: str, data: bytes) -> int:
+@contextmanager
+def _memfd(name: str, data: bytes) -> Iterator[str]:
+    """An anonymous memory file holding ``data``, by its /proc path; closed on exit."""
     fd = os.memfd_create(name, os.MFD_CLOEXEC)
     try:
         os.write(fd, data)
-    except OSError:
+        yield f"/proc/self/fd/{fd}"
+    finally:
         os.close(fd)
-        raise
-    return fd
 
 
 def _load_via_tempdir(context: ssl.SSLContext, *, cert_pem: bytes, key_pem: bytes) -> None:

@@ -73,8 +73,6 @@ class ApiResponse:
 
     def json(self) -> dict[str, Any]:
         """The decoded body; an empty dict when it is empty or not a JSON object."""
-        if not self.body:
-            return {}
         try:
             decoded = orjson.loads(self.body)
         except orjson.JSONDecodeError:
@@ -161,7 +159,6 @@ class KubeHttp:
                 if budget is not None:
                     budget.refund()
                 raise Skipped
-            timeout = aiohttp.ClientTimeout(total=self._timeout)
             try:
                 async with self._open(
                     method,
@@ -169,17 +166,17 @@ class KubeHttp:
                     query=query,
                     body=body,
                     content_type=content_type,
-                    client_timeout=timeout,
+                    client_timeout=aiohttp.ClientTimeout(total=self._timeout),
                 ) as response:
                     return ApiResponse(code=response.status, body=await response.read())
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
 
     async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return await self._json("GET", path, query=list((params or {}).items()), body=None)
+        return _decoded(await self.request("GET", path, query=list((params or {}).items())))
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return await self._json("POST", path, query=(), body=body)
+        return _decoded(await self.request("POST", path, body=body))
 
     @asynccontextmanager
     async def stream(
@@ -207,33 +204,13 @@ class KubeHttp:
             sock_read=idle_seconds,
         )
         try:
-            async with self._open(
-                "GET", path, query=params, body=None, content_type=JSON, client_timeout=timeout
-            ) as response:
+            async with self._open("GET", path, query=params, client_timeout=timeout) as response:
                 if not 200 <= response.status < 300:
                     data = await response.read()
                     raise ApiError.from_response(ApiResponse(code=response.status, body=data))
                 yield _lines(response)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise ApiUnavailable(f"watch {path}: {exc or type(exc).__name__}") from exc
-
-    async def _json(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]],
-        body: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        response = await self.request(method, path, query=query, body=body)
-        response.raise_for_status()
-        try:
-            decoded = orjson.loads(response.body)
-        except orjson.JSONDecodeError as exc:
-            raise ApiError(status=response.code, reason="BadResponse", message=str(exc)) from exc
-        if not isinstance(decoded, dict):
-            raise ApiError(status=response.code, reason="BadResponse", message="not an object")
-        return decoded
 
     @asynccontextmanager
     async def _open(
@@ -242,9 +219,9 @@ class KubeHttp:
         path: str,
         *,
         query: Sequence[tuple[str, str]],
-        body: Mapping[str, Any] | None,
-        content_type: str,
         client_timeout: aiohttp.ClientTimeout,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         url = f"{self._configuration.host}{path}"
         if query:
@@ -255,11 +232,10 @@ class KubeHttp:
             "User-Agent": self._user_agent,
             **(await self._auth_headers()),
         }
-        data = orjson.dumps(body) if body is not None else None
         async with self._connection().request(
             method,
             url,
-            data=data,
+            data=orjson.dumps(body) if body is not None else None,
             headers=headers,
             timeout=client_timeout,
             server_hostname=self._configuration.tls_server_name or None,
@@ -270,12 +246,12 @@ class KubeHttp:
     async def _auth_headers(self) -> dict[str, str]:
         # auth_settings() runs the configuration's refresh hook, so rotated service-account
         # tokens and expiring exec credentials are picked up.
-        headers = {}
         settings = await self._configuration.auth_settings()
-        for setting in settings.values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
-        return headers
+        return {
+            str(setting["key"]): str(setting["value"])
+            for setting in settings.values()
+            if setting.get("in") == "header" and setting.get("value")
+        }
 
     def _connection(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -294,6 +270,18 @@ class KubeHttp:
                 read_bufsize=_READ_BUFFER,
             )
         return self._session
+
+
+def _decoded(response: ApiResponse) -> dict[str, Any]:
+    """The JSON object a 2xx answer carries; `ApiError` for any other answer."""
+    response.raise_for_status()
+    try:
+        decoded = orjson.loads(response.body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(status=response.code, reason="BadResponse", message=str(exc)) from exc
+    if not isinstance(decoded, dict):
+        raise ApiError(status=response.code, reason="BadResponse", message="not an object")
+    return decoded
 
 
 async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:

@@ -85,25 +85,20 @@ class KubeAccessReviewer:
         return access
 
     async def _review(self, token: str) -> Access:
-        token_review = await self._api.post(
-            TOKEN_REVIEWS.path(), _review_body(TOKEN_REVIEWS, "TokenReview", {"token": token})
-        )
+        token_review = await self._post(TOKEN_REVIEWS, "TokenReview", {"token": token})
         status = token_review.get("status") or {}
         if not status.get("authenticated"):
             return Access.UNAUTHENTICATED
         user = status.get("user") or {}
         spec = {key: user[field] for key, field in _USER_FIELDS.items() if user.get(field)}
         spec["nonResourceAttributes"] = {"path": METRICS_PATH, "verb": "get"}
-        access_review = await self._api.post(
-            SUBJECT_ACCESS_REVIEWS.path(),
-            _review_body(SUBJECT_ACCESS_REVIEWS, "SubjectAccessReview", spec),
-        )
+        access_review = await self._post(SUBJECT_ACCESS_REVIEWS, "SubjectAccessReview", spec)
         allowed = (access_review.get("status") or {}).get("allowed") is True
         return Access.ALLOWED if allowed else Access.FORBIDDEN
 
-
-def _review_body(resource: Resource, kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": resource.api_version, "kind": kind, "spec": spec}
+    async def _post(self, resource: Resource, kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": resource.api_version, "kind": kind, "spec": spec}
+        return await self._api.post(resource.path(), body)
 
 
 class MetricsApp:
@@ -147,9 +142,8 @@ def _bearer_token(scope: Scope) -> str | None:
     for name, value in headers:
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "bearer" and token.strip():
-                return token.strip()
-            return None
+            token = token.strip()
+            return token if scheme.lower() == "bearer" and token else None
     return None
 
 
@@ -214,12 +208,9 @@ class Listener:
         self._port = port
         self._certificates = certificates
         self._socket: socket.socket | None = None
-        config_options: dict[str, Any] = {}
-        if certificates is not None:
-            context = certificates.ssl_context()
-            # uvicorn's ssl_* options take file paths and build a context once. Handing it the
-            # source's own context instead lets a rotated certificate reach new handshakes.
-            config_options["ssl_context_factory"] = lambda _config, _default: context
+        # uvicorn's ssl_* options take file paths and build a context once. Handing it the
+        # source's own context instead lets a rotated certificate reach new handshakes.
+        context = None if certificates is None else certificates.ssl_context()
         self._server = _Server(
             uvicorn.Config(
                 app,
@@ -231,7 +222,7 @@ class Listener:
                 server_header=False,
                 timeout_keep_alive=keep_alive_seconds,
                 timeout_graceful_shutdown=10,
-                **config_options,
+                ssl_context_factory=None if context is None else lambda _config, _default: context,
             )
         )
 
@@ -247,8 +238,7 @@ class Listener:
                 raise ListenError(
                     f"{self._name} server cannot listen on {self._host}:{self._port}: {err}"
                 ) from err
-        port: int = self._socket.getsockname()[1]
-        return port
+        return int(self._socket.getsockname()[1])
 
     async def serve(self) -> None:
         port = self.bind()

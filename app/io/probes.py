@@ -33,5 +33,4 @@ class ProbeApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        status, text = probe_answer(scope["path"], self._not_ready)
-        await send_text(send, status, text)
+        await send_text(send, *probe_answer(scope["path"], self._not_ready))

@@ -109,10 +109,6 @@ _STATUS: Final = msgspec.json.Decoder(_Status)
 _DECODE_ERRORS: Final = (msgspec.DecodeError, msgspec.ValidationError)
 
 
-class _Gone(Exception):
-    """The resourceVersion we hold is too old; a full relist is needed."""
-
-
 class Reflector:
     def __init__(
         self,
@@ -126,6 +122,7 @@ class Reflector:
     ) -> None:
         self._api = api
         self.path = path
+        self._log_extra = {"resource": path}
         self._handler = handler
         self._field_selector = field_selector
         self._page_size = page_size
@@ -144,22 +141,21 @@ class Reflector:
                         await asyncio.sleep(_ABSENT_RETRY_SECONDS)
                         continue
                 resource_version = await self._watch(resource_version)
-            except _Gone:
-                log.info("watch expired; relisting", extra={"resource": self.path})
-                resource_version = None
             except (ApiUnavailable, ApiError, *_DECODE_ERRORS) as exc:
+                if isinstance(exc, ApiError) and exc.status == _GONE:
+                    # The resourceVersion held is too old (from a list or a watch): relist.
+                    log.info("watch expired; relisting", extra=self._log_extra)
+                    resource_version = None
+                    continue
                 delay = self._backoff.next_delay()
                 log.warning(
-                    "list/watch failed; retrying in %.1fs: %s",
-                    delay,
-                    exc,
-                    extra={"resource": self.path},
+                    "list/watch failed; retrying in %.1fs: %s", delay, exc, extra=self._log_extra
                 )
                 await asyncio.sleep(delay)
             except Exception:
                 # A bug in handling one object must not leave the cache silently stale:
                 # start over from a fresh list.
-                log.exception("list/watch handler failed; relisting", extra={"resource": self.path})
+                log.exception("list/watch handler failed; relisting", extra=self._log_extra)
                 resource_version = None
                 await asyncio.sleep(self._backoff.next_delay())
 
@@ -179,11 +175,9 @@ class Reflector:
             while True:
                 response = await pending
                 if response.code == _NOT_FOUND:
-                    log.debug("API absent", extra={"resource": self.path})
+                    log.debug("API absent", extra=self._log_extra)
                     self._handler.relist_finished()
                     return None
-                if response.code == _GONE:
-                    raise _Gone
                 response.raise_for_status()
                 page = _PAGE.decode(response.body)
                 metadata, items = page.metadata, page.items
@@ -216,17 +210,12 @@ class Reflector:
             ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
         ]
-        try:
-            async with self._api.stream(
-                self.path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
-            ) as stream:
-                async for line in stream:
-                    resource_version = self._dispatch(line, resource_version)
-                    self._backoff.reset()
-        except ApiError as exc:
-            if exc.status == _GONE:
-                raise _Gone from exc
-            raise
+        async with self._api.stream(
+            self.path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
+        ) as stream:
+            async for line in stream:
+                resource_version = self._dispatch(line, resource_version)
+                self._backoff.reset()
         return resource_version
 
     def _dispatch(self, line: bytes, resource_version: str) -> str:
@@ -234,8 +223,6 @@ class Reflector:
         raw = memoryview(event.object)
         if event.type == "ERROR":
             status = _STATUS.decode(raw)
-            if status.code == _GONE:
-                raise _Gone
             raise ApiError(status=status.code, reason=status.reason, message=status.message)
         new_version = _VERSIONED.decode(raw).metadata.resourceVersion or resource_version
         if event.type in ("ADDED", "MODIFIED", "DELETED"):
@@ -269,14 +256,8 @@ class Kind(StrEnum):
 # The pod watch skips unbound and finished pods: they book no CPU on any node.
 POD_FIELD_SELECTOR: Final = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 # Everything a node's decision reads: the reconciler's watches, and any judge of its work.
-DECISION_KINDS: Final = (
-    Kind.CONFIG,
-    Kind.NAMESPACES,
-    Kind.NODES,
-    Kind.LIMIT_RANGES,
-    Kind.VPAS,
-    Kind.PODS,
-)
+# That is every kind but resource quotas, which only the webhook checks.
+DECISION_KINDS: Final = tuple(kind for kind in Kind if kind is not Kind.RESOURCE_QUOTAS)
 
 
 def cache_reflectors(
@@ -293,19 +274,14 @@ def cache_reflectors(
     }
 
     def reflector(kind: Kind) -> Reflector:
+        handler: Handler
+        selector: str | None
         if kind is Kind.PODS:
-            return Reflector(
-                api=api,
-                path=apipaths.PODS.path(),
-                handler=pod_feed(cache),
-                field_selector=POD_FIELD_SELECTOR,
-            )
-        resource, apply = objects[kind]
-        return Reflector(
-            api=api,
-            path=resource.path(),
-            handler=object_feed(apply, lambda: cache.keys(kind)),
-            field_selector=f"metadata.name={CONFIG_NAME}" if kind is Kind.CONFIG else None,
-        )
+            resource, handler, selector = apipaths.PODS, pod_feed(cache), POD_FIELD_SELECTOR
+        else:
+            resource, apply = objects[kind]
+            handler = object_feed(apply, lambda: cache.keys(kind))
+            selector = f"metadata.name={CONFIG_NAME}" if kind is Kind.CONFIG else None
+        return Reflector(api=api, path=resource.path(), handler=handler, field_selector=selector)
 
     return {kind: reflector(kind) for kind in kinds}
