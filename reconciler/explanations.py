@@ -185,13 +185,12 @@ class Explanations:
 
     async def _write_one(self, pending: _Pending, *, precondition: Callable[[], bool]) -> None:
         pod = pending.pod
-        if pending.annotation is not None and self._settling(pod.node_name):
-            # The node is about to be recomputed or resized further: this annotation would
-            # be out of date at once. The node's next reconcile plans the settled one.
-            pending.annotation = None
-            return
         if pending.annotation is not None:
             text, pending.annotation = pending.annotation, None
+            if self._settling(pod.node_name):
+                # The node is about to be recomputed or resized further: this annotation
+                # would be out of date at once. The node's next reconcile plans the settled one.
+                return
             # Noted before sending: the watch may deliver the change before the answer.
             self._memory.note_annotation(pod.uid, text)
             try:
@@ -201,14 +200,14 @@ class Explanations:
                 raise
             if not response.ok:
                 self._memory.forget_annotation(pod.uid, text)
-            if not response.ok and response.code != HTTPStatus.NOT_FOUND:
-                log.warning(
-                    "annotation not written (HTTP %s): %s",
-                    response.code,
-                    response.message,
-                    extra=pod_context(pod),
-                )
-                self._retry(pod.node_name)
+                if response.code != HTTPStatus.NOT_FOUND:
+                    log.warning(
+                        "annotation not written (HTTP %s): %s",
+                        response.code,
+                        response.message,
+                        extra=pod_context(pod),
+                    )
+                    self._retry(pod.node_name)
             return
         if pending.adjusted is not None:
             adjusted, pending.adjusted = pending.adjusted, None
