@@ -59,9 +59,8 @@ class DelayQueue:
             self._held[key] = min(due, self._held.get(key, due))
             return
         current = self._due.get(key)
-        if current is not None and current <= due:
-            return
-        self._schedule(key, due)
+        if current is None or due < current:
+            self._schedule(key, due)
 
     def discard(self, key: str) -> None:
         """Unschedule `key` (a worker holding it keeps it until `done`)."""
@@ -107,8 +106,7 @@ class DelayQueue:
     async def get(self) -> str | None:
         """Wait for the next ready key; None once the queue is shut down."""
         while not self._closed:
-            key = self.pop_ready()
-            if key is not None:
+            if (key := self.pop_ready()) is not None:
                 return key
             due = self.next_due()
             self._wakeup.clear()
