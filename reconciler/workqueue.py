@@ -3,7 +3,7 @@
 `DelayQueue` schedules each key at most once. Adding a key only ever moves it earlier. A
 key being worked on is never handed to a second worker; if it is added meanwhile it is
 scheduled again when the worker calls `done`, so a change that arrived mid-work is not
-lost. The resize lane queues pods on it, at their node's pace.
+lost. The resize lane queues pods on it, at their node's pace; the explanation lane, in order.
 
 `NodeQueue` is the reconciler's queue of nodes, level-based and keyed by node name:
 
