@@ -134,12 +134,10 @@ class NodeQueue(DelayQueue):
         # Consecutive failures per key, for `retry`.
         self._failures: dict[str, int] = {}
 
-    def add(self, key: str, *, delay: float = 0.0) -> None:
-        due = self._clock() + max(0.0, delay)
-        current = self._due.get(key)
-        if key not in self._active and (current is None or due < current):
-            self._settling.pop(key, None)
-        super().add(key, delay=delay)
+    def _schedule(self, key: str, due: float) -> None:
+        # Scheduled by `add`, for another reason than a debounce: no longer settling.
+        self._settling.pop(key, None)
+        super()._schedule(key, due)
 
     def add_debounced(self, key: str, *, period: float) -> None:
         """Schedule once the node has been quiet for the debounce period (jittered ±50% so
@@ -151,7 +149,7 @@ class NodeQueue(DelayQueue):
             self.add(key, delay=due - now)
             return
         first = self._settling.setdefault(key, now)
-        self._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
+        super()._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
 
     def add_spread(self, key: str, *, window: float) -> None:
         """Schedule at a uniformly random point within `window` seconds."""
