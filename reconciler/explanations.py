@@ -15,7 +15,6 @@ Every write is checked by the write gate right before it is sent.
 import asyncio
 import dataclasses
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -26,6 +25,7 @@ from app.io.http import ApiUnavailable, Skipped
 from reconciler.activity import Activity
 from reconciler.gate import WriteGate
 from reconciler.podmemory import PodMemory
+from reconciler.workqueue import DelayQueue
 from reconciler.writer import CPU_LIMIT_ADJUSTED, Writer, pod_context
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,9 @@ class Explanations:
         self._settling = settling
         self._retry = retry
         self._pending: dict[str, _Pending] = {}
-        self._line: deque[str] = deque()
-        self._ready = asyncio.Event()
+        # Pods in line, in order; a pod is written by one worker at a time, and one queued
+        # again while being written goes back in line when that write is done.
+        self._line = DelayQueue()
         self._writing: set[str] = set()
         activity.watch(self.busy)
 
@@ -91,9 +92,7 @@ class Explanations:
         pending = self._pending.get(key)
         if pending is None or pending.pod.uid != pod.uid:
             pending = _Pending(pod=pod)
-            if key not in self._pending and key not in self._writing:
-                self._line.append(key)
-                self._ready.set()
+            self._line.add(key)
             self._pending[key] = pending
         pending.pod = pod
         if annotation is not None:
@@ -121,8 +120,9 @@ class Explanations:
             pending.annotation = None
 
     def clear(self) -> None:
+        for key in self._pending:
+            self._line.discard(key)
         self._pending.clear()
-        self._line.clear()
 
     def busy(self) -> bool:
         return bool(self._pending or self._writing)
@@ -130,18 +130,12 @@ class Explanations:
     async def run(self, *, workers: int) -> None:
         await asyncio.gather(*(self._worker() for _ in range(workers)))
 
-    async def _next(self) -> str:
-        while True:
-            while self._line:
-                key = self._line.popleft()
-                if key in self._pending and key not in self._writing:
-                    return key
-            self._ready.clear()
-            await self._ready.wait()
-
     async def _worker(self) -> None:
-        while True:
-            key = await self._next()
+        while (key := await self._line.get()) is not None:
+            if key not in self._pending:
+                # Nothing left to write about it (called off, or failed).
+                self._line.done(key)
+                continue
             self._writing.add(key)
             try:
                 await self._write_next(key)
@@ -152,10 +146,10 @@ class Explanations:
                     self._retry(pending.pod.node_name)
             finally:
                 self._writing.discard(key)
+                self._line.done(key)
             if key in self._pending:
                 # More to write about this pod: back in line, after the others.
-                self._line.append(key)
-                self._ready.set()
+                self._line.add(key)
             self._activity.check()
 
     async def _write_next(self, key: str) -> None:
@@ -185,13 +179,12 @@ class Explanations:
 
     async def _write_one(self, pending: _Pending, *, precondition: Callable[[], bool]) -> None:
         pod = pending.pod
-        if pending.annotation is not None and self._settling(pod.node_name):
-            # The node is about to be recomputed or resized further: this annotation would
-            # be out of date at once. The node's next reconcile plans the settled one.
-            pending.annotation = None
-            return
         if pending.annotation is not None:
             text, pending.annotation = pending.annotation, None
+            if self._settling(pod.node_name):
+                # The node is about to be recomputed or resized further: this annotation
+                # would be out of date at once. The node's next reconcile plans the settled one.
+                return
             # Noted before sending: the watch may deliver the change before the answer.
             self._memory.note_annotation(pod.uid, text)
             try:
@@ -201,14 +194,14 @@ class Explanations:
                 raise
             if not response.ok:
                 self._memory.forget_annotation(pod.uid, text)
-            if not response.ok and response.code != HTTPStatus.NOT_FOUND:
-                log.warning(
-                    "annotation not written (HTTP %s): %s",
-                    response.code,
-                    response.message,
-                    extra=pod_context(pod),
-                )
-                self._retry(pod.node_name)
+                if response.code != HTTPStatus.NOT_FOUND:
+                    log.warning(
+                        "annotation not written (HTTP %s): %s",
+                        response.code,
+                        response.message,
+                        extra=pod_context(pod),
+                    )
+                    self._retry(pod.node_name)
             return
         if pending.adjusted is not None:
             adjusted, pending.adjusted = pending.adjusted, None

@@ -172,12 +172,11 @@ class LeaderElector:
     async def _attempt(self, *, started: float, now: str) -> bool:
         current = await self._api.request("GET", self._lease_path)
         if current.code == _NOT_FOUND:
-            spec = self._spec(now=now, acquire_time=now, transitions=0)
             body = {
                 "apiVersion": LEASES.api_version,
                 "kind": "Lease",
                 "metadata": {"name": self._config.name, "namespace": self._config.namespace},
-                "spec": spec,
+                "spec": self._spec(now=now, acquire_time=now, transitions=0),
             }
             collection = LEASES.path(namespace=self._config.namespace)
             created = await self._api.request("POST", collection, body=body)
@@ -197,12 +196,11 @@ class LeaderElector:
             self._note_waiting(holder, expires_in=self._observed_at + duration - started)
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
-        if holder == self.identity:
-            new_spec = self._spec(
-                now=now, acquire_time=spec.get("acquireTime") or now, transitions=transitions
-            )
-        else:
-            new_spec = self._spec(now=now, acquire_time=now, transitions=transitions + 1)
+        acquire_time = spec.get("acquireTime") or now
+        if holder != self.identity:
+            # The lease changes hands.
+            acquire_time, transitions = now, transitions + 1
+        new_spec = self._spec(now=now, acquire_time=acquire_time, transitions=transitions)
         updated = await self._api.request("PUT", self._lease_path, body={**lease, "spec": new_spec})
         return self._accept(updated.json() if updated.ok else None, started=started)
 

@@ -60,7 +60,7 @@ def default_lease_namespace() -> str:
         return DEFAULT_LEASE_NAMESPACE
 
 
-def build_parser() -> argparse.ArgumentParser:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="headroom-reconciler",
         description="Sets managed containers' CPU limits from node slack via in-place resize.",
@@ -111,11 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube)")
     flag("--log-format", choices=("json", "text"), default="json")
     flag("--log-level", choices=("debug", "info", "warning", "error"), default="info")
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = build_parser()
     args = parser.parse_args(argv)
     if args.leader_election_renew_deadline >= args.leader_election_lease_duration:
         parser.error("--leader-election-renew-deadline must be shorter than the lease duration")

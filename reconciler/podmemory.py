@@ -145,8 +145,7 @@ class PodMemory:
 
     def current_annotation(self, uid: str, *, cached: str | None) -> str | None:
         """The pod's status annotation: our write the cache has not seen yet, or the cached one."""
-        written = self._annotated.get(uid)
-        return cached if written is None else written
+        return self._annotated.get(uid, cached)
 
     def retain(self, uids: Iterable[str]) -> None:
         """Forget every pod not in `uids` (pods that left the cluster)."""

@@ -79,7 +79,28 @@ class NodeReconciler:
         """Compute the node's targets and plan its writes; the delay until its next look."""
         round_ = Round(metrics=self._metrics, started=self._clock())
         try:
-            return self._reconcile(node_name, round_)
+            view = self._cache.node_view(node_name)
+            if view is None:
+                self.forget_node(node_name)
+                return None
+            if self._cache.config.invalid is not None:
+                return None
+            decision = decide_node(view, self._cache.settings, remembered=self._memory)
+            plan = NodePlan(unplanned=[pod.key for pod, _ in decision.unmanaged])
+            retry = self._note(decision, plan)
+            self._record(decision)
+            plan_node(
+                decision,
+                plan,
+                bookings=self._cache.bookings(node_name),
+                memory=self._memory,
+                pending_annotation=self._actuator.explanations.annotation,
+                metrics=self._metrics,
+                now=self._wall_clock(),
+                round_=round_,
+            )
+            self._actuator.submit(plan)
+            return retry
         finally:
             round_.done(self._clock())
 
@@ -92,44 +113,18 @@ class NodeReconciler:
         for node_name in list(self._tallies):
             self.forget_node(node_name)
 
-    def _reconcile(self, node_name: str, round_: Round) -> float | None:
-        view = self._cache.node_view(node_name)
-        if view is None:
-            self.forget_node(node_name)
-            return None
-        if self._cache.config.invalid is not None:
-            return None
-        decision = decide_node(view, self._cache.settings, remembered=self._memory)
-        plan = NodePlan(unplanned=[pod.key for pod, _ in decision.unmanaged])
-        retry = self._note(decision, plan)
-        self._record(decision)
-        plan_node(
-            decision,
-            plan,
-            bookings=self._cache.bookings(node_name),
-            memory=self._memory,
-            pending_annotation=self._actuator.explanations.annotation,
-            metrics=self._metrics,
-            now=self._wall_clock(),
-            round_=round_,
-        )
-        self._actuator.submit(plan)
-        return retry
-
     def _note(self, decision: NodeDecision, plan: NodePlan) -> float | None:
         """Act once on what the kubelet reported and on bad caps; the next back-off end."""
-        settings = decision.settings
+        backoff = decision.settings.backoff_seconds
         retry = decision.retry_after
         for pod in decision.fresh_infeasible:
             self._memory.first_report(pod.uid, "Infeasible", marker=report_marker(pod))
             self._metrics.count(Result.INFEASIBLE)
-            self._memory.back_off(pod.uid, seconds=settings.backoff_seconds)
-            retry = (
-                settings.backoff_seconds if retry is None else min(retry, settings.backoff_seconds)
-            )
+            self._memory.back_off(pod.uid, seconds=backoff)
+            retry = backoff if retry is None else min(retry, backoff)
             log.warning(
                 "kubelet reports the resize infeasible; backing off for %ss: %s",
-                settings.backoff_seconds,
+                backoff,
                 pod.resize_pending_message,
                 extra=pod_context(pod),
             )
@@ -140,7 +135,7 @@ class NodeReconciler:
                         RESIZE_INFEASIBLE,
                         "kubelet cannot apply the CPU limit "
                         f"({pod.resize_pending_message or 'no reason given'}); "
-                        f"not resizing for {seconds_text(settings.backoff_seconds)}",
+                        f"not resizing for {seconds_text(backoff)}",
                     ),
                 )
             )
@@ -170,13 +165,12 @@ class NodeReconciler:
                 pod_result.target_m / 1000
             )
         pods = (*(r.pod for r in result.pods), *decision.backed_off)
-        deferred = sum(1 for pod in pods if pod.resize_pending == DEFERRED)
         self._set_tally(
             name,
             _NodeTally(
                 series=frozenset((r.pod.namespace, r.pod.name) for r in limited),
                 managed=len(result.pods),
-                deferred=deferred,
+                deferred=sum(1 for pod in pods if pod.resize_pending == DEFERRED),
                 pool=decision.pool,
             ),
         )

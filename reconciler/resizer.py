@@ -28,7 +28,7 @@ from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.core.quantity import format_cpu_millis
 from app.io.clock import Clock
-from app.io.http import ApiUnavailable, Skipped
+from app.io.http import ApiResponse, ApiUnavailable, Skipped
 from reconciler.activity import Activity
 from reconciler.explanations import Explanations
 from reconciler.gate import AT_TARGET, WriteGate
@@ -184,8 +184,7 @@ class Resizer:
 
     async def _worker(self) -> None:
         while (key := await self._due.get()) is not None:
-            hold = self._hold(key)
-            if hold is not None:
+            if (hold := self._hold(key)) is not None:
                 self._due.done(key)
                 self._due.add(key, delay=hold)
                 continue
@@ -193,8 +192,7 @@ class Resizer:
                 await self._send(key)
             except Exception:  # one pod's bug must not stop the worker or leave it planned
                 log.exception("resize failed unexpectedly", extra={"pod": key})
-                plan = self._plans.get(key)
-                if plan is not None:
+                if (plan := self._plans.get(key)) is not None:
                     self._finish(key, plan)
                     retry_transient(self._nodes, plan.pod.node_name)
             finally:
@@ -229,6 +227,7 @@ class Resizer:
                     )
                 return blocked is None
 
+            response: ApiResponse | None = None
             try:
                 response = await self._writer.resize(
                     pod, plan.containers, target_m=plan.target_m, precondition=precondition
@@ -244,16 +243,13 @@ class Resizer:
                         blocked,
                         extra={**pod_context(pod), "target": format_cpu_millis(plan.target_m)},
                     )
-                self._finish(key, plan)
-                return
             except ApiUnavailable as exc:
                 log.warning("resize not sent: %s", exc, extra=pod_context(pod))
                 self._metrics.count(Result.ERROR)
                 retry_transient(self._nodes, pod.node_name)
-                self._finish(key, plan)
-                return
             self._finish(key, plan)
-            self._answered(plan, code=response.code, body=response.json())
+            if response is not None:
+                self._answered(plan, code=response.code, body=response.json())
             return
 
     def _answered(self, plan: ResizePlan, *, code: int, body: dict[str, Any]) -> None:

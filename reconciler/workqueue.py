@@ -3,7 +3,7 @@
 `DelayQueue` schedules each key at most once. Adding a key only ever moves it earlier. A
 key being worked on is never handed to a second worker; if it is added meanwhile it is
 scheduled again when the worker calls `done`, so a change that arrived mid-work is not
-lost. The resize lane queues pods on it, at their node's pace.
+lost. The resize lane queues pods on it, at their node's pace; the explanation lane, in order.
 
 `NodeQueue` is the reconciler's queue of nodes, level-based and keyed by node name:
 
@@ -59,9 +59,8 @@ class DelayQueue:
             self._held[key] = min(due, self._held.get(key, due))
             return
         current = self._due.get(key)
-        if current is not None and current <= due:
-            return
-        self._schedule(key, due)
+        if current is None or due < current:
+            self._schedule(key, due)
 
     def discard(self, key: str) -> None:
         """Unschedule `key` (a worker holding it keeps it until `done`)."""
@@ -107,8 +106,7 @@ class DelayQueue:
     async def get(self) -> str | None:
         """Wait for the next ready key; None once the queue is shut down."""
         while not self._closed:
-            key = self.pop_ready()
-            if key is not None:
+            if (key := self.pop_ready()) is not None:
                 return key
             due = self.next_due()
             self._wakeup.clear()
@@ -136,12 +134,10 @@ class NodeQueue(DelayQueue):
         # Consecutive failures per key, for `retry`.
         self._failures: dict[str, int] = {}
 
-    def add(self, key: str, *, delay: float = 0.0) -> None:
-        due = self._clock() + max(0.0, delay)
-        current = self._due.get(key)
-        if key not in self._active and (current is None or due < current):
-            self._settling.pop(key, None)
-        super().add(key, delay=delay)
+    def _schedule(self, key: str, due: float) -> None:
+        # Scheduled by `add`, for another reason than a debounce: no longer settling.
+        self._settling.pop(key, None)
+        super()._schedule(key, due)
 
     def add_debounced(self, key: str, *, period: float) -> None:
         """Schedule once the node has been quiet for the debounce period (jittered ±50% so
@@ -153,7 +149,7 @@ class NodeQueue(DelayQueue):
             self.add(key, delay=due - now)
             return
         first = self._settling.setdefault(key, now)
-        self._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
+        super()._schedule(key, min(due, first + MAX_DEBOUNCE_PERIODS * period))
 
     def add_spread(self, key: str, *, window: float) -> None:
         """Schedule at a uniformly random point within `window` seconds."""
