@@ -20,7 +20,7 @@ from webhook.shapes import STRING_MAP, Shape, fields
 NAMESPACE_SHAPE: Final[Shape] = fields(metadata=fields(labels=STRING_MAP))
 
 
-async def review_namespace(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_namespace(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     namespace = request.object
     if request.operation != "UPDATE" or namespace is None:
         return allow()

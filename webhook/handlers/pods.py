@@ -84,7 +84,7 @@ POD_SHAPE: Final[Shape] = fields(
 )
 
 
-async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     pod = request.object
     if request.operation != "CREATE" or pod is None:
         return allow()

@@ -18,7 +18,7 @@ from webhook.shapes import ANYTHING, Shape, fields, map_of
 QUOTA_SHAPE: Final[Shape] = fields(spec=fields(hard=map_of(ANYTHING)))
 
 
-async def review_quota(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_quota(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     quota = request.object
     if request.operation not in ("CREATE", "UPDATE") or quota is None:
         return allow()
