@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Final
 
 import orjson
@@ -39,7 +38,7 @@ logger = logging.getLogger(__name__)
 # The API server's own limit on a request body.
 MAX_BODY_BYTES: Final = 3 * 1024 * 1024
 
-Review = Callable[[AdmissionRequest], Awaitable[Decision]]
+Review = Callable[[AdmissionRequest, AdmissionCache], Awaitable[Decision]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +46,27 @@ class _Route:
     endpoint: Endpoint
     group: str
     kind: str
-    mutating: bool
     review: Review
+    mutating: bool = False
     # What the handler reads of request.object and request.oldObject.
     object_shape: Shape = ANYTHING
     old_object_shape: Shape = ANYTHING
+
+
+# The config handler reads no field blindly: the validator checks every one.
+_ROUTES: Final = (
+    _Route(Endpoint.MUTATE_PODS, "", "Pod", review_pod, mutating=True, object_shape=POD_SHAPE),
+    _Route(Endpoint.VALIDATE_CONFIG, GROUP, CONFIG_KIND, review_config),
+    _Route(Endpoint.VALIDATE_QUOTAS, "", "ResourceQuota", review_quota, object_shape=QUOTA_SHAPE),
+    _Route(
+        Endpoint.VALIDATE_NAMESPACES,
+        "",
+        "Namespace",
+        review_namespace,
+        object_shape=NAMESPACE_SHAPE,
+        old_object_shape=NAMESPACE_SHAPE,
+    ),
+)
 
 
 def create_app(
@@ -62,44 +77,11 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     app = FastAPI(title="headroom-webhook", openapi_url=None, docs_url=None, redoc_url=None)
-
-    async def config(request: AdmissionRequest) -> Decision:
-        return review_config(request)
-
-    quotas = partial(review_quota, cluster=cluster)
-    namespaces = partial(review_namespace, cluster=cluster)
-    pods = partial(review_pod, cluster=cluster)
-
-    # The config handler reads no field blindly: the validator checks every one.
-    routes = [
-        _Route(Endpoint.MUTATE_PODS, "", "Pod", mutating=True, review=pods, object_shape=POD_SHAPE),
-        _Route(Endpoint.VALIDATE_CONFIG, GROUP, CONFIG_KIND, mutating=False, review=config),
-        _Route(
-            Endpoint.VALIDATE_QUOTAS,
-            "",
-            "ResourceQuota",
-            mutating=False,
-            review=quotas,
-            object_shape=QUOTA_SHAPE,
-        ),
-        _Route(
-            Endpoint.VALIDATE_NAMESPACES,
-            "",
-            "Namespace",
-            mutating=False,
-            review=namespaces,
-            object_shape=NAMESPACE_SHAPE,
-            old_object_shape=NAMESPACE_SHAPE,
-        ),
-    ]
-    for route in routes:
+    for route in _ROUTES:
         # A plain Starlette route: FastAPI's parameter resolution added about a third to
         # the time of an admission, and the body is parsed here anyway.
-        app.add_route(
-            route.endpoint,
-            _admission_endpoint(route, metrics=metrics, max_body_bytes=max_body_bytes),
-            methods=["POST"],
-        )
+        endpoint = _admission_endpoint(route, cluster, metrics, max_body_bytes)
+        app.add_route(route.endpoint, endpoint, methods=["POST"])
 
     async def probe(request: Request) -> Response:
         status, text = probe_answer(request.url.path, health.not_ready)
@@ -111,7 +93,7 @@ def create_app(
 
 
 def _admission_endpoint(
-    route: _Route, *, metrics: WebhookMetrics, max_body_bytes: int
+    route: _Route, cluster: AdmissionCache, metrics: WebhookMetrics, max_body_bytes: int
 ) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
@@ -120,33 +102,11 @@ def _admission_endpoint(
             _check_kind(review, route)
             _check_shape(review, route)
         except BadReview as err:
-            metrics.observe(
-                endpoint=route.endpoint,
-                result=Result.BAD_REQUEST,
-                seconds=time.perf_counter() - started,
-            )
-            return _failure_status(err.status, str(err))
-        try:
-            decision = await route.review(review)
-        except Exception:
-            logger.exception(
-                "%s failed on %s %s",
-                route.endpoint,
-                route.kind,
-                _object_name(review),
-                extra=_log_context(review),
-            )
-            decision = _handler_failed(route)
-        if not decision.allowed:
-            logger.info(
-                "denied %s %s: %s",
-                route.kind,
-                _object_name(review),
-                decision.message,
-                extra=_log_context(review),
-            )
-        body = orjson.dumps(
-            build_response(
+            result, response = Result.BAD_REQUEST, _failure_status(err.status, str(err))
+        else:
+            decision = await _decide(route, review, cluster)
+            result = decision.result
+            body = build_response(
                 uid=review.uid,
                 allowed=decision.allowed,
                 message=decision.message,
@@ -154,13 +114,36 @@ def _admission_endpoint(
                 warnings=decision.warnings,
                 patch=decision.patch,
             )
-        )
+            response = Response(orjson.dumps(body), media_type="application/json")
         metrics.observe(
-            endpoint=route.endpoint, result=decision.result, seconds=time.perf_counter() - started
+            endpoint=route.endpoint, result=result, seconds=time.perf_counter() - started
         )
-        return Response(body, media_type="application/json")
+        return response
 
     return endpoint
+
+
+async def _decide(route: _Route, review: AdmissionRequest, cluster: AdmissionCache) -> Decision:
+    try:
+        decision = await route.review(review, cluster)
+    except Exception:
+        logger.exception(
+            "%s failed on %s %s",
+            route.endpoint,
+            route.kind,
+            _object_name(review),
+            extra=_log_context(review),
+        )
+        decision = _handler_failed(route)
+    if not decision.allowed:
+        logger.info(
+            "denied %s %s: %s",
+            route.kind,
+            _object_name(review),
+            decision.message,
+            extra=_log_context(review),
+        )
+    return decision
 
 
 async def _read_body(request: Request, *, limit: int) -> bytes:

@@ -44,7 +44,7 @@ from app.core.labels import CONFIG_NAME
 from app.core.limitrange import LimitRangeCaps, limit_range_caps
 from app.core.views import DEFAULT_CONFIG, config_state, has_limits_cpu, labels, metadata, vpa_view
 from app.io.http import ApiError
-from app.io.reflector import Kind, ListWatcher, Reflector, cache_reflectors
+from app.io.reflector import Kind, ListWatcher, cache_reflectors
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +77,6 @@ class Resource(StrEnum):
     CONFIG = "headroomconfig"
 
 
-_KINDS: Final = {
-    Resource.NAMESPACES: Kind.NAMESPACES,
-    Resource.RESOURCE_QUOTAS: Kind.RESOURCE_QUOTAS,
-    Resource.LIMIT_RANGES: Kind.LIMIT_RANGES,
-    Resource.VPAS: Kind.VPAS,
-    Resource.CONFIG: Kind.CONFIG,
-}
-
-
 class AdmissionCache:
     """The handlers' answers: from ``cluster`` once a resource has synced, else read
     directly within ``fallback_seconds``."""
@@ -94,10 +85,10 @@ class AdmissionCache:
         self._api = api
         self._fallback_seconds = fallback_seconds
         self.cluster = ClusterCache(listener=Quiet())
-        by_kind = cache_reflectors(api=api, cache=self.cluster, kinds=_KINDS.values())
-        self.reflectors: dict[Resource, Reflector] = {
-            resource: by_kind[kind] for resource, kind in _KINDS.items()
-        }
+        # Each resource is fed by the reflector of the cache's Kind of the same name.
+        kinds = {resource: Kind[resource.name] for resource in Resource}
+        by_kind = cache_reflectors(api=api, cache=self.cluster, kinds=kinds.values())
+        self.reflectors = {resource: by_kind[kind] for resource, kind in kinds.items()}
         self._server_version: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -3,7 +3,7 @@
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast
+from typing import Any, Final, Literal, NotRequired, TypedDict, TypeVar, cast, get_args
 
 import orjson
 
@@ -13,7 +13,7 @@ API_VERSION: Final = "admission.k8s.io/v1"
 KIND: Final = "AdmissionReview"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-_OPERATIONS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+_OPERATIONS: Final = frozenset(get_args(Operation))
 T = TypeVar("T")
 # How much of a caller's string an error message repeats.
 _SHOWN_CHARS: Final = 64
@@ -99,8 +99,8 @@ def parse_review(body: bytes) -> AdmissionRequest:
         operation=cast(Operation, operation),
         namespace=_optional(request, "namespace", str, "", "a string"),
         name=_optional(request, "name", str, "", "a string"),
-        object=_optional_object(request, "object"),
-        old_object=_optional_object(request, "oldObject"),
+        object=_optional(request, "object", dict, None, "an object or null"),
+        old_object=_optional(request, "oldObject", dict, None, "an object or null"),
         dry_run=_optional(request, "dryRun", bool, False, "a boolean"),
     )
 
@@ -135,13 +135,6 @@ def _optional(request: Mapping[str, Any], key: str, kind: type[T], default: T, n
         return default
     if not isinstance(value, kind):
         raise BadReview(f"request.{key} must be {noun}")
-    return value
-
-
-def _optional_object(request: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
-    value = request.get(key)
-    if value is not None and not isinstance(value, dict):
-        raise BadReview(f"request.{key} must be an object or null")
     return value
 
 

@@ -50,13 +50,9 @@ def pod_limit_patch(pod: Mapping[str, Any], limit_m: int) -> list[dict[str, Any]
     """The operation adding ``limits.cpu`` to the pod-level resources of a pod that
     declares them without one (the only pods ``seed_pod_limit`` seeds)."""
     cpu = format_cpu_millis(limit_m)
-    resources = pod["spec"]["resources"]
-    operation: dict[str, Any]
-    if isinstance(resources.get("limits"), Mapping):
-        operation = {"op": "add", "path": "/spec/resources/limits/cpu", "value": cpu}
-    else:
-        operation = {"op": "add", "path": "/spec/resources/limits", "value": {"cpu": cpu}}
-    return _checked([operation])
+    if isinstance(pod["spec"]["resources"].get("limits"), Mapping):
+        return _checked([{"op": "add", "path": "/spec/resources/limits/cpu", "value": cpu}])
+    return _checked([{"op": "add", "path": "/spec/resources/limits", "value": {"cpu": cpu}}])
 
 
 def _checked(operations: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,10 +15,10 @@ pod's check is a few microseconds, and the messages name paths the way the API s
 own errors do.
 """
 
-from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, TypeGuard, TypeVar
 
+T = TypeVar("T")
 _LONGEST_KEY: Final = 63
 _NOUNS: Final[Mapping[type, str]] = {
     dict: "an object",
@@ -45,15 +45,26 @@ def _misfit(problems: list[str], path: str, expected: str, value: object) -> Non
     problems.append(f"{path}: must be {expected}, got {kind_of(value)}")
 
 
-class Shape(ABC):
-    """What a value must look like; null (unset) always fits."""
+def _walkable(value: object, kind: type[T], path: str, problems: list[str]) -> TypeGuard[T]:
+    """Whether ``value`` is a ``kind`` with members to check. Null has none (it fits); a
+    value of another type is a misfit, noted in ``problems``."""
+    if value is None:
+        return False
+    if type(value) is kind:
+        return True
+    _misfit(problems, path, _NOUNS[kind], value)
+    return False
+
+
+class Shape:
+    """What a value must look like; null (unset) always fits. This base shape is any
+    value at all (``ANYTHING``); each subclass narrows both methods."""
 
     __slots__ = ()
 
-    @abstractmethod
-    def fits(self, value: object) -> bool: ...
+    def fits(self, value: object) -> bool:
+        return True
 
-    @abstractmethod
     def misfits(self, value: object, path: str, problems: list[str]) -> None:
         """Append a message for each part of ``value`` that does not fit."""
 
@@ -74,16 +85,6 @@ class _Scalar(Shape):
             _misfit(problems, path, self._noun, value)
 
 
-class _Anything(Shape):
-    __slots__ = ()
-
-    def fits(self, value: object) -> bool:
-        return True
-
-    def misfits(self, value: object, path: str, problems: list[str]) -> None:
-        return
-
-
 class _Fields(Shape):
     __slots__ = ("_items",)
 
@@ -102,13 +103,9 @@ class _Fields(Shape):
         return True
 
     def misfits(self, value: object, path: str, problems: list[str]) -> None:
-        if value is None:
-            return
-        if type(value) is not dict:
-            _misfit(problems, path, "an object", value)
-            return
-        for key, shape in self._items:
-            shape.misfits(value.get(key), f"{path}.{key}", problems)
+        if _walkable(value, dict, path, problems):
+            for key, shape in self._items:
+                shape.misfits(value.get(key), f"{path}.{key}", problems)
 
 
 class _ListOf(Shape):
@@ -131,16 +128,12 @@ class _ListOf(Shape):
         return True
 
     def misfits(self, value: object, path: str, problems: list[str]) -> None:
-        if value is None:
-            return
-        if type(value) is not list:
-            _misfit(problems, path, "a list", value)
-            return
-        for index, element in enumerate(value):
-            if element is None:
-                problems.append(f"{path}[{index}]: must not be null")
-            else:
-                self._item.misfits(element, f"{path}[{index}]", problems)
+        if _walkable(value, list, path, problems):
+            for index, element in enumerate(value):
+                if element is None:
+                    problems.append(f"{path}[{index}]: must not be null")
+                else:
+                    self._item.misfits(element, f"{path}[{index}]", problems)
 
 
 class _MapOf(Shape):
@@ -163,13 +156,9 @@ class _MapOf(Shape):
         return True
 
     def misfits(self, value: object, path: str, problems: list[str]) -> None:
-        if value is None:
-            return
-        if type(value) is not dict:
-            _misfit(problems, path, "an object", value)
-            return
-        for key, element in value.items():
-            self._value.misfits(element, _member(path, key), problems)
+        if _walkable(value, dict, path, problems):
+            for key, element in value.items():
+                self._value.misfits(element, _member(path, key), problems)
 
 
 STRING: Final[Shape] = _Scalar(str, noun="a string")
@@ -177,7 +166,7 @@ BOOLEAN: Final[Shape] = _Scalar(bool, noun="a boolean")
 INTEGER: Final[Shape] = _Scalar(int, noun="an integer")
 # A quantity is a string or a number (int-or-string), never a boolean.
 QUANTITY: Final[Shape] = _Scalar(str, int, float, noun="a quantity (a string or a number)")
-ANYTHING: Final[Shape] = _Anything()
+ANYTHING: Final = Shape()
 
 
 def fields(**declared: Shape) -> Shape:

@@ -2,11 +2,13 @@
 
 from app.core.config import validate_config
 from app.core.labels import CONFIG_KIND
+from webhook.cache import AdmissionCache
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, deny
 
 
-def review_config(request: AdmissionRequest) -> Decision:
+async def review_config(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
+    # The config is checked on its own; ``cluster`` is taken as every handler takes it.
     if request.operation not in ("CREATE", "UPDATE") or request.object is None:
         return allow()
     result = validate_config(request.object)

@@ -14,13 +14,13 @@ from app.core.views import LIMITS_CPU
 from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import STRING_MAP, Shape, fields
+from webhook.shapes import STRING_MAP, fields
 
 # What this handler reads of the namespace, new and old.
-NAMESPACE_SHAPE: Final[Shape] = fields(metadata=fields(labels=STRING_MAP))
+NAMESPACE_SHAPE: Final = fields(metadata=fields(labels=STRING_MAP))
 
 
-async def review_namespace(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_namespace(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     namespace = request.object
     if request.operation != "UPDATE" or namespace is None:
         return allow()

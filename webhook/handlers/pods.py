@@ -23,17 +23,7 @@ from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch, pod_limit_patch
-from webhook.shapes import (
-    BOOLEAN,
-    INTEGER,
-    QUANTITY,
-    STRING,
-    STRING_MAP,
-    Shape,
-    fields,
-    list_of,
-    map_of,
-)
+from webhook.shapes import BOOLEAN, INTEGER, QUANTITY, STRING, STRING_MAP, fields, list_of, map_of
 
 _QUANTITIES: Final = map_of(QUANTITY)
 _REQUIREMENTS: Final = fields(requests=_QUANTITIES, limits=_QUANTITIES)
@@ -48,7 +38,7 @@ _NODE_SELECTOR_TERM: Final = fields(
 )
 # Everything of a pod that this handler reads (through ``pod_info_from_dict``,
 # ``settings_for_pod``, ``limits_patch`` and ``pod_limit_patch``).
-POD_SHAPE: Final[Shape] = fields(
+POD_SHAPE: Final = fields(
     metadata=fields(
         name=STRING,
         namespace=STRING,
@@ -84,7 +74,7 @@ POD_SHAPE: Final[Shape] = fields(
 )
 
 
-async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     pod = request.object
     if request.operation != "CREATE" or pod is None:
         return allow()
@@ -92,9 +82,12 @@ async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> D
         settings, _ = settings_for_pod(await cluster.settings(), pod.get("spec") or {})
         if not settings.webhook_enabled or settings.dry_run:
             return allow()
-        namespace_labels = await cluster.namespace_labels(request.namespace)
-        limit_range = await cluster.limit_range_caps(request.namespace)
-        vpas = await cluster.vpas(request.namespace)
+        lookups = NamespaceFacts(
+            namespace=request.namespace,
+            labels=await cluster.namespace_labels(request.namespace),
+            caps=await cluster.limit_range_caps(request.namespace),
+            namespace_vpas=tuple(await cluster.vpas(request.namespace)),
+        )
     except Unavailable as err:
         return unchecked(f"Headroom did not seed a CPU limit: {err}")
     metadata = pod.get("metadata") or {}
@@ -107,12 +100,6 @@ async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> D
     warnings = [info.max_cpu_warning] if info.max_cpu_warning else []
     # A pod being created is unbound and has no resize history: the node and back-off
     # gates are the reconciler's.
-    lookups = NamespaceFacts(
-        namespace=request.namespace,
-        labels=namespace_labels,
-        caps=limit_range,
-        namespace_vpas=tuple(vpas),
-    )
     if pod_gate(settings, info, node=None, lookups=lookups):
         return allow(warnings=warnings)
     if info.pod_resources is not None:
@@ -120,10 +107,10 @@ async def review_pod(request: AdmissionRequest, *, cluster: AdmissionCache) -> D
             served = server_resizes_pod_level_by_default(await cluster.server_version())
         except Unavailable as err:
             return unchecked(f"Headroom did not seed a CPU limit: {err}")
-        limit_m = seed_pod_limit(info, settings, limit_range=limit_range) if served else None
+        limit_m = seed_pod_limit(info, settings, limit_range=lookups.caps) if served else None
         patch = None if limit_m is None else pod_limit_patch(pod, limit_m)
     else:
-        patch = limits_patch(pod, seed_limits(info, settings, limit_range=limit_range))
+        patch = limits_patch(pod, seed_limits(info, settings, limit_range=lookups.caps))
     if patch is None:
         return allow(warnings=warnings)
     return Decision(allowed=True, result=Result.PATCHED, warnings=tuple(warnings), patch=patch)

@@ -12,17 +12,15 @@ from app.core.views import LIMITS_CPU, has_limits_cpu
 from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import ANYTHING, Shape, fields, map_of
+from webhook.shapes import ANYTHING, fields, map_of
 
 # What this handler reads of the quota: whether spec.hard holds limits.cpu.
-QUOTA_SHAPE: Final[Shape] = fields(spec=fields(hard=map_of(ANYTHING)))
+QUOTA_SHAPE: Final = fields(spec=fields(hard=map_of(ANYTHING)))
 
 
-async def review_quota(request: AdmissionRequest, *, cluster: AdmissionCache) -> Decision:
+async def review_quota(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:
     quota = request.object
-    if request.operation not in ("CREATE", "UPDATE") or quota is None:
-        return allow()
-    if not has_limits_cpu(quota):
+    if request.operation not in ("CREATE", "UPDATE") or quota is None or not has_limits_cpu(quota):
         return allow()
     namespace = request.namespace
     name = f"{namespace}/{request.name}"
