@@ -108,26 +108,25 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
-    if args.command == "explain" and (args.pod is None) == (args.selector is None):
-        cli.error("explain takes a POD or -l SELECTOR (one of them)")
-    if args.command == "explain" and args.selector is not None and args.request is not None:
-        cli.error("explain --request takes a POD, not -l")
     if args.command == "explain":
+        if (args.pod is None) == (args.selector is None):
+            cli.error("explain takes a POD or -l SELECTOR (one of them)")
+        if args.selector is not None and args.request is not None:
+            cli.error("explain --request takes a POD, not -l")
         # Bad input is refused before any cluster is read.
         try:
             args.request_m = None if args.request is None else parse_cpu_millis(args.request)
+            if args.selector is not None:
+                parse_selector(args.selector)
         except QuantityError as err:
             print(f"error: --request: {err}", file=sys.stderr)
             return EXIT_ERROR
-        try:
-            if args.selector is not None:
-                parse_selector(args.selector)
         except SelectorSyntaxError as err:
             print(f"error: {err}", file=sys.stderr)
             return EXIT_ERROR
     if args.command == "simulate" and args.snapshot is not None:
         # Offline: no cluster is read, so the Kubernetes client (a second to import) is not.
-        return asyncio.run(simulate_cli.run(args, read=simulate_cli.from_file(args.snapshot)))
+        return asyncio.run(simulate_cli.run(args))
     if args.command == "version" and args.client:
         version.show(args.output, server=None)
         return 0
