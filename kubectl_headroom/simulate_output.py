@@ -162,8 +162,7 @@ class Progress:
 
     def done(self) -> None:
         if self._shown:
-            self._stream.write("\r\033[K")
-            self._stream.flush()
+            self._show("")  # clears the line
             self._shown = False
 
     def _show(self, text: str) -> None:
