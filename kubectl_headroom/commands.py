@@ -97,13 +97,12 @@ async def _status(
     if args.output != "table":
         emit(status.as_dict(), args.output)
         return EXIT_OK
-    namespaces = ", ".join(status.managed_namespaces) or "none"
     print(f"Mode:               {status.mode}")
     print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
     print(f"Ready:              {status.ready}")
     leader = "no lease (not leader-elected?)" if status.leader is None else status.leader.text()
     print(f"Leader:             {leader}")
-    print(f"Managed namespaces: {namespaces}")
+    print(f"Managed namespaces: {', '.join(status.managed_namespaces) or 'none'}")
     print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
     print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
     if status.pools:
@@ -169,12 +168,17 @@ class _Explainer:
 
     def __init__(self, http: KubeHttp, state: ClusterState, settings: Settings) -> None:
         self._http = http
-        self._settings = settings
-        self._namespace_labels = {
-            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
-        }
-        self._limit_ranges = state.limit_ranges
-        self._vpas = state.vpas or ()
+        # What every explanation shares, bound once.
+        self._explain_pod = functools.partial(
+            explain_pod,
+            namespace_labels={
+                ns["metadata"]["name"]: ns["metadata"].get("labels") or {}
+                for ns in state.namespaces
+            },
+            limit_ranges=state.limit_ranges,
+            vpas=state.vpas or (),
+            settings=settings,
+        )
         self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
 
     async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
@@ -191,16 +195,7 @@ class _Explainer:
     ) -> tuple[dict[str, Any], str]:
         """The pod's explanation as a document and as text."""
         node, node_pods = await self._node(pod["spec"]["nodeName"])
-        compute = functools.partial(
-            explain_pod,
-            pod=pod,
-            node=node,
-            node_pods=node_pods,
-            namespace_labels=self._namespace_labels,
-            limit_ranges=self._limit_ranges,
-            vpas=self._vpas,
-            settings=self._settings,
-        )
+        compute = functools.partial(self._explain_pod, pod=pod, node=node, node_pods=node_pods)
         explanation = compute()
         meta = pod["metadata"]
         events = await _items(
