@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from app.core.quantity import QuantityError, parse_cpu_millis
 from kubectl_headroom import simulate_cli, version
@@ -43,9 +44,11 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     flags = [_connection_flags(suppress=True)]
 
-    pre = sub.add_parser(
-        "preflight", help="check the cluster against the runbook's preflight", parents=flags
-    )
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """A subcommand; it takes the connection flags too."""
+        return sub.add_parser(name, parents=flags, **kwargs)
+
+    pre = command("preflight", help="check the cluster against the runbook's preflight")
     pre.add_argument(
         "--namespace",
         "-n",
@@ -56,11 +59,10 @@ def parser() -> argparse.ArgumentParser:
     )
     add_output(pre)
 
-    ex = sub.add_parser(
+    ex = command(
         "explain",
         help="the arithmetic behind a pod's CPU limit",
         description="Explain POD, or every pod -l selects, in one namespace.",
-        parents=flags,
     )
     ex.add_argument("pod", metavar="POD", nargs="?")
     ex.add_argument(
@@ -76,9 +78,7 @@ def parser() -> argparse.ArgumentParser:
     )
     add_output(ex)
 
-    st = sub.add_parser(
-        "status", help="mode, managed scope, leader and recent outcomes", parents=flags
-    )
+    st = command("status", help="mode, managed scope, leader and recent outcomes")
     add_output(st)
     st.add_argument(
         "--lease-namespace",
@@ -87,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
         help="where the reconciler's leader-election Lease lives (default kube-headroom-system)",
     )
 
-    sim = sub.add_parser(
+    sim = command(
         "simulate",
         help="what Headroom would do to every pod under a what-if; never writes",
         description=(
@@ -95,11 +95,10 @@ def parser() -> argparse.ArgumentParser:
             "snapshot) under a what-if config and enrolment, and prints every managed pod's "
             "current and simulated CPU limit. Nothing in the cluster changes."
         ),
-        parents=flags,
     )
     simulate_cli.add_arguments(sim)
 
-    ver = sub.add_parser("version", help="the plugin's version and the API server's", parents=flags)
+    ver = command("version", help="the plugin's version and the API server's")
     ver.add_argument("--client", action="store_true", help="the plugin's version only")
     add_output(ver)
     return top
