@@ -16,17 +16,15 @@ from kubectl_headroom.output import add_output
 def _connection_flags(*, suppress: bool) -> argparse.ArgumentParser:
     """kubectl's connection flags. The subcommands take them too (their defaults
     suppressed, so a flag given before the subcommand is kept): they go anywhere."""
-    flags = argparse.ArgumentParser(add_help=False)
-    default = argparse.SUPPRESS if suppress else None
+    flags = argparse.ArgumentParser(
+        add_help=False, argument_default=argparse.SUPPRESS if suppress else None
+    )
     flags.add_argument(
         "--kubeconfig",
-        default=default,
         metavar="FILE",
         help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)",
     )
-    flags.add_argument(
-        "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
-    )
+    flags.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
     return flags
 
 
