@@ -18,7 +18,7 @@ from app.core.quantity import format_cpu_millis
 from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
 from kubectl_headroom import simulate_cli, version
-from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
+from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_OK, error
 from kubectl_headroom.explain import as_dict, explain_pod, render
 from kubectl_headroom.failures import FAILURES, report
 from kubectl_headroom.kubeconfig import Target, resolve
@@ -128,11 +128,7 @@ async def _explain(
         pod = await optional(http.get(apipaths.PODS.path(namespace=namespace, name=args.pod)))
         if pod is None:
             defaulted = "" if args.namespace else " (the context's namespace; -n names another)"
-            print(
-                f'error: pod "{args.pod}" not found in namespace "{namespace}"{defaulted}',
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
+            return error(f'pod "{args.pod}" not found in namespace "{namespace}"{defaulted}')
         pods = [pod]
     else:
         pods = await _items(
@@ -145,8 +141,7 @@ async def _explain(
         if not (pod.get("spec") or {}).get("nodeName"):
             unbound = f"pod {namespace}/{name} is not bound to a node yet"
             if args.pod is not None:
-                print(f"error: {unbound}: explain it once it is scheduled", file=sys.stderr)
-                return EXIT_ERROR
+                return error(f"{unbound}: explain it once it is scheduled")
             print(f"warning: {unbound}; skipped", file=sys.stderr)
             continue
         document, text = await explainer.explain(pod, what_if=args.request_m)

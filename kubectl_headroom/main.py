@@ -8,7 +8,7 @@ from typing import Any
 
 from app.core.quantity import QuantityError, parse_cpu_millis
 from kubectl_headroom import simulate_cli, version
-from kubectl_headroom.exits import EXIT_ERROR
+from kubectl_headroom.exits import error
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.output import add_output
 
@@ -116,11 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.selector is not None:
                 parse_selector(args.selector)
         except QuantityError as err:
-            print(f"error: --request: {err}", file=sys.stderr)
-            return EXIT_ERROR
+            return error(f"--request: {err}")
         except SelectorSyntaxError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_ERROR
+            return error(str(err))
     if args.command == "simulate" and args.snapshot is not None:
         # Offline: no cluster is read, so the Kubernetes client (a second to import) is not.
         return asyncio.run(simulate_cli.run(args))

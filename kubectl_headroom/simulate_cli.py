@@ -6,7 +6,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from kubectl_headroom.exits import EXIT_ERROR
+from kubectl_headroom.exits import EXIT_ERROR, error
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.output import add_output, emit
 from kubectl_headroom.simulate import SortKey, WhatIf, select, simulate
@@ -64,8 +64,7 @@ async def _run(args: argparse.Namespace, *, read: Reader | None) -> int:
     try:
         selector = None if args.selector is None else parse_selector(args.selector)
     except SelectorSyntaxError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error(str(err))
     progress = Progress()
     try:
         snapshot = load(args.snapshot) if read is None else await read(progress.listed)
