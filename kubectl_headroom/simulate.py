@@ -219,13 +219,13 @@ def _quota_blocks(outcomes: list[PodOutcome], quotas: Iterable[Obj]) -> list[Pod
     """
     room: dict[str, tuple[str, int]] = {}
     for quota in quotas:
-        spent = _quota_room(quota)
-        if spent is None:
+        left = _quota_room(quota)
+        if left is None:
             continue
         namespace = quota["metadata"]["namespace"]
-        current = room.get(namespace)
-        if current is None or spent < current[1]:
-            room[namespace] = (quota["metadata"]["name"], spent)
+        # The tightest quota of a namespace is the one that refuses first.
+        if namespace not in room or left < room[namespace][1]:
+            room[namespace] = (quota["metadata"]["name"], left)
     if not room:
         return outcomes
     for index, outcome in enumerate(outcomes):
