@@ -137,9 +137,8 @@ async def _explain(
     explainer = _Explainer(http, state, settings)
     documents, texts = [], []
     for pod in pods:
-        name = pod["metadata"]["name"]
         if not (pod.get("spec") or {}).get("nodeName"):
-            unbound = f"pod {namespace}/{name} is not bound to a node yet"
+            unbound = f"pod {namespace}/{pod['metadata']['name']} is not bound to a node yet"
             if args.pod is not None:
                 return error(f"{unbound}: explain it once it is scheduled")
             print(f"warning: {unbound}; skipped", file=sys.stderr)

@@ -219,12 +219,11 @@ def _in_cluster(environ: Mapping[str, str]) -> Target:
         namespace = DEFAULT_NAMESPACE
     host = environ[_IN_CLUSTER_HOST]
     host = f"[{host}]" if ":" in host else host
-    port = environ.get(_IN_CLUSTER_PORT, "443")
     return Target(
         paths=(),
         context=None,
         namespace=namespace,
-        server=f"https://{host}:{port}",
+        server=f"https://{host}:{environ.get(_IN_CLUSTER_PORT, '443')}",
         source="in-cluster",
     )
 
