@@ -165,8 +165,7 @@ class Progress:
             self._shown = False
 
     def _show(self, text: str) -> None:
-        if not self._enabled:
-            return
-        self._stream.write(f"\r\033[K{text}")
-        self._stream.flush()
-        self._shown = True
+        if self._enabled:
+            self._stream.write(f"\r\033[K{text}")
+            self._stream.flush()
+            self._shown = True
