@@ -18,7 +18,7 @@ from app.core.quantity import format_cpu_millis
 from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
 from kubectl_headroom import simulate_cli, version
-from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_ERROR, EXIT_OK
+from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_OK, error
 from kubectl_headroom.explain import as_dict, explain_pod, render
 from kubectl_headroom.failures import FAILURES, report
 from kubectl_headroom.kubeconfig import Target, resolve
@@ -59,14 +59,7 @@ async def _run(args: argparse.Namespace, target: Target) -> int:
         if args.command == "preflight":
             return _preflight(state, settings, args)
         if args.command == "explain":
-            return await _explain(
-                http,
-                state,
-                settings,
-                args,
-                namespace=args.namespace or target.namespace,
-                what_if=args.request_m,
-            )
+            return await _explain(http, state, settings, args, default_namespace=target.namespace)
         return await _status(http, state, settings, args)
     finally:
         await http.close()
@@ -89,7 +82,7 @@ def _preflight(state: ClusterState, settings: Settings, args: argparse.Namespace
 async def _status(
     http: KubeHttp, state: ClusterState, settings: Settings, args: argparse.Namespace
 ) -> int:
-    events = (await http.get(apipaths.EVENTS.path(), params={"limit": "500"})).get("items") or []
+    events = await _items(http, apipaths.EVENTS.path(), limit="500")
     lease = await optional(
         http.get(apipaths.LEASES.path(namespace=args.lease_namespace, name=LEASE_NAME))
     )
@@ -104,13 +97,12 @@ async def _status(
     if args.output != "table":
         emit(status.as_dict(), args.output)
         return EXIT_OK
-    namespaces = ", ".join(status.managed_namespaces) or "none"
     print(f"Mode:               {status.mode}")
     print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
     print(f"Ready:              {status.ready}")
     leader = "no lease (not leader-elected?)" if status.leader is None else status.leader.text()
     print(f"Leader:             {leader}")
-    print(f"Managed namespaces: {namespaces}")
+    print(f"Managed namespaces: {', '.join(status.managed_namespaces) or 'none'}")
     print(f"Managed pods/nodes: {_count(status.managed_pods)}/{_count(status.managed_nodes)}")
     print("Outcomes (events): " + ", ".join(f"{k}={v}" for k, v in status.outcomes.items()))
     if status.pools:
@@ -129,51 +121,39 @@ async def _explain(
     settings: Settings,
     args: argparse.Namespace,
     *,
-    namespace: str,
-    what_if: int | None,
+    default_namespace: str,
 ) -> int:
+    namespace = args.namespace or default_namespace
     if args.pod is not None:
         pod = await optional(http.get(apipaths.PODS.path(namespace=namespace, name=args.pod)))
         if pod is None:
             defaulted = "" if args.namespace else " (the context's namespace; -n names another)"
-            print(
-                f'error: pod "{args.pod}" not found in namespace "{namespace}"{defaulted}',
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
+            return error(f'pod "{args.pod}" not found in namespace "{namespace}"{defaulted}')
         pods = [pod]
     else:
-        listed = await http.get(
-            apipaths.PODS.path(namespace=namespace), params={"labelSelector": args.selector}
+        pods = await _items(
+            http, apipaths.PODS.path(namespace=namespace), labelSelector=args.selector
         )
-        pods = listed.get("items") or []
     explainer = _Explainer(http, state, settings)
     documents, texts = [], []
     for pod in pods:
-        name = pod["metadata"]["name"]
         if not (pod.get("spec") or {}).get("nodeName"):
-            unbound = f"pod {namespace}/{name} is not bound to a node yet"
+            unbound = f"pod {namespace}/{pod['metadata']['name']} is not bound to a node yet"
             if args.pod is not None:
-                print(f"error: {unbound}: explain it once it is scheduled", file=sys.stderr)
-                return EXIT_ERROR
+                return error(f"{unbound}: explain it once it is scheduled")
             print(f"warning: {unbound}; skipped", file=sys.stderr)
             continue
-        document, text = await explainer.explain(pod, what_if=what_if)
+        document, text = await explainer.explain(pod, what_if=args.request_m)
         documents.append(document)
         texts.append(text)
-    if args.pod is not None:
-        if args.output == "table":
-            print(texts[0])
-        else:
-            emit(documents[0], args.output)
-        return EXIT_OK
-    if not pods:
+    if args.pod is None and not pods:
         print(f"No pods in namespace {namespace} match -l {args.selector}", file=sys.stderr)
     if args.output == "table":
         if texts:
             print("\n\n".join(texts))
     else:
-        emit({"items": documents}, args.output)
+        # One POD prints as itself, a -l selection as a list.
+        emit(documents[0] if args.pod is not None else {"items": documents}, args.output)
     return EXIT_OK
 
 
@@ -182,22 +162,25 @@ class _Explainer:
 
     def __init__(self, http: KubeHttp, state: ClusterState, settings: Settings) -> None:
         self._http = http
-        self._settings = settings
-        self._namespace_labels = {
-            ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in state.namespaces
-        }
-        self._limit_ranges = state.limit_ranges
-        self._vpas = state.vpas or ()
+        # What every explanation shares, bound once.
+        self._explain_pod = functools.partial(
+            explain_pod,
+            namespace_labels={
+                ns["metadata"]["name"]: ns["metadata"].get("labels") or {}
+                for ns in state.namespaces
+            },
+            limit_ranges=state.limit_ranges,
+            vpas=state.vpas or (),
+            settings=settings,
+        )
         self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}
 
     async def _node(self, name: str) -> tuple[Mapping[str, Any], list[Mapping[str, Any]]]:
         if name not in self._nodes:
             node = await self._http.get(apipaths.NODES.path(name=name))
-            node_pods = (
-                await self._http.get(
-                    apipaths.PODS.path(), params={"fieldSelector": f"spec.nodeName={name}"}
-                )
-            ).get("items") or []
+            node_pods = await _items(
+                self._http, apipaths.PODS.path(), fieldSelector=f"spec.nodeName={name}"
+            )
             self._nodes[name] = (node, node_pods)
         return self._nodes[name]
 
@@ -206,43 +189,37 @@ class _Explainer:
     ) -> tuple[dict[str, Any], str]:
         """The pod's explanation as a document and as text."""
         node, node_pods = await self._node(pod["spec"]["nodeName"])
-        compute = functools.partial(
-            explain_pod,
-            pod=pod,
-            node=node,
-            node_pods=node_pods,
-            namespace_labels=self._namespace_labels,
-            limit_ranges=self._limit_ranges,
-            vpas=self._vpas,
-            settings=self._settings,
-        )
+        compute = functools.partial(self._explain_pod, pod=pod, node=node, node_pods=node_pods)
         explanation = compute()
-        alternative = compute(what_if_request_m=what_if) if what_if else None
         meta = pod["metadata"]
-        events = (
-            await self._http.get(
-                apipaths.EVENTS.path(namespace=meta["namespace"]),
-                params={
-                    "fieldSelector": f"involvedObject.name={meta['name']},reason=CPULimitAdjusted"
-                },
-            )
-        ).get("items") or []
+        events = await _items(
+            self._http,
+            apipaths.EVENTS.path(namespace=meta["namespace"]),
+            fieldSelector=f"involvedObject.name={meta['name']},reason=CPULimitAdjusted",
+        )
         last = max(events, key=event_time, default=None)
         last_message = str(last.get("message", "")) if last else None
-        document = as_dict(explanation)
-        document["lastEvent"] = last_message
-        if alternative is not None:
-            document["whatIf"] = as_dict(alternative)
+        document = {**as_dict(explanation), "lastEvent": last_message}
         text = render(explanation, last_event=last_message)
-        if alternative is not None and alternative.result is not None:
+        if not what_if:
+            return document, text
+        alternative = compute(what_if_request_m=what_if)
+        document["whatIf"] = as_dict(alternative)
+        if alternative.result is None:
+            text += f"\n\nWith that request the pod would not be managed ({alternative.ineligible})"
+        else:
             text += (
-                f"\n\nWhat if the request were {format_cpu_millis(what_if or 0)}: "
+                f"\n\nWhat if the request were {format_cpu_millis(what_if)}: "
                 f"target {alternative.result.target_m}m, ceiling {alternative.result.hi_m}m "
                 f"(node factor would be {factor_text(alternative.node_result.factor)})"
             )
-        elif alternative is not None:
-            text += f"\n\nWith that request the pod would not be managed ({alternative.ineligible})"
         return document, text
+
+
+async def _items(http: KubeHttp, path: str, **params: str) -> list[Any]:
+    """The items of one GET of a collection, with these query parameters."""
+    items: list[Any] = (await http.get(path, params=params)).get("items") or []
+    return items
 
 
 def _count(value: int | None) -> str:

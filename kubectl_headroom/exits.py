@@ -3,6 +3,7 @@
 The runbook's exit-code table lists each (tests/unit/docs keeps it in step).
 """
 
+import sys
 from typing import Final
 
 EXIT_OK: Final = 0
@@ -19,3 +20,9 @@ EXIT_KUBECONFIG: Final = 4
 EXIT_UNREACHABLE: Final = 5
 # The API server refused the credentials (401) or the read (403).
 EXIT_DENIED: Final = 6
+
+
+def error(message: str) -> int:
+    """Print ``error: message`` on stderr; the exit code of a command that could not run."""
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_ERROR

@@ -136,11 +136,10 @@ def _with_request(pod: Obj, request_m: int) -> dict[str, Any]:
     total = sum(current)
     if not containers or total == 0:
         return changed
-    assigned = 0
-    for index, (container, millis) in enumerate(zip(containers, current, strict=True)):
-        last = index == len(containers) - 1
-        share = request_m - assigned if last else request_m * millis // total
-        assigned += share
+    # Proportional shares, rounded down; the last container takes what rounding left.
+    shares = [request_m * millis // total for millis in current[:-1]]
+    shares.append(request_m - sum(shares))
+    for container, share in zip(containers, shares, strict=True):
         container["resources"]["requests"]["cpu"] = format_cpu_millis(max(share, 1))
     return changed
 
@@ -149,13 +148,13 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     """The human-readable explanation."""
     node = explanation.node_result
     settings = explanation.settings
-    lines = [f"Pod {explanation.pod} on node {explanation.node}"]
     pool = explanation.pool
-    lines.append(
+    lines = [
+        f"Pod {explanation.pod} on node {explanation.node}",
         f"Node pool: {pool} (its overrides apply)"
         if pool
-        else "Node pool: none (top-level settings)"
-    )
+        else "Node pool: none (top-level settings)",
+    ]
     if explanation.unreadable is not None:
         lines.append(f"  not managed: its quantities cannot be read ({explanation.unreadable})")
     if explanation.ineligible is not None:

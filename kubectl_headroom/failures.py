@@ -5,12 +5,7 @@ from typing import Final
 
 from app.io.http import ApiError, ApiUnavailable
 from app.io.kubeconfig import KubeConfigError
-from kubectl_headroom.exits import (
-    EXIT_DENIED,
-    EXIT_ERROR,
-    EXIT_KUBECONFIG,
-    EXIT_UNREACHABLE,
-)
+from kubectl_headroom.exits import EXIT_DENIED, EXIT_ERROR, EXIT_KUBECONFIG, EXIT_UNREACHABLE
 from kubectl_headroom.kubeconfig import KubeconfigProblem, Target
 
 PERMISSIONS: Final = "docs/operator-runbook.md#plugin-permissions"

@@ -70,7 +70,7 @@ def resolve(
                 "to your kubeconfig file, or pass --kubeconfig FILE"
             )
         return _in_cluster(environ)
-    merged = _merge([(path, _read(path, source)) for path in paths])
+    merged = _merge([_read(path, source) for path in paths])
     return _target(merged, paths=tuple(paths), context=context, source=source)
 
 
@@ -149,10 +149,10 @@ class _Merged:
     current: str | None
 
 
-def _merge(documents: Sequence[tuple[Path, Mapping[str, Any]]]) -> _Merged:
+def _merge(documents: Sequence[Mapping[str, Any]]) -> _Merged:
     """kubectl's merge: the first file to define a name, or a current-context, wins."""
     merged = _Merged(sections={section: {} for section in _SECTIONS}, current=None)
-    for _, document in documents:
+    for document in documents:
         for section in _SECTIONS:
             for entry in document.get(section) or []:
                 merged.sections[section].setdefault(entry["name"], entry)
@@ -219,12 +219,11 @@ def _in_cluster(environ: Mapping[str, str]) -> Target:
         namespace = DEFAULT_NAMESPACE
     host = environ[_IN_CLUSTER_HOST]
     host = f"[{host}]" if ":" in host else host
-    port = environ.get(_IN_CLUSTER_PORT, "443")
     return Target(
         paths=(),
         context=None,
         namespace=namespace,
-        server=f"https://{host}:{port}",
+        server=f"https://{host}:{environ.get(_IN_CLUSTER_PORT, '443')}",
         source="in-cluster",
     )
 

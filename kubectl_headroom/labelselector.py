@@ -40,17 +40,14 @@ def parse_selector(text: str) -> LabelSelector:
 def _split(text: str) -> list[str]:
     """Split on commas outside parentheses."""
     parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
+    depth = start = 0
+    for index, char in enumerate(text):
         if char == "(":
             depth += 1
         elif char == ")":
             depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
     return [part for part in parts if part.strip()]

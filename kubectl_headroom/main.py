@@ -4,10 +4,11 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from app.core.quantity import QuantityError, parse_cpu_millis
 from kubectl_headroom import simulate_cli, version
-from kubectl_headroom.exits import EXIT_ERROR
+from kubectl_headroom.exits import error
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.output import add_output
 
@@ -15,17 +16,15 @@ from kubectl_headroom.output import add_output
 def _connection_flags(*, suppress: bool) -> argparse.ArgumentParser:
     """kubectl's connection flags. The subcommands take them too (their defaults
     suppressed, so a flag given before the subcommand is kept): they go anywhere."""
-    flags = argparse.ArgumentParser(add_help=False)
-    default = argparse.SUPPRESS if suppress else None
+    flags = argparse.ArgumentParser(
+        add_help=False, argument_default=argparse.SUPPRESS if suppress else None
+    )
     flags.add_argument(
         "--kubeconfig",
-        default=default,
         metavar="FILE",
         help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)",
     )
-    flags.add_argument(
-        "--context", default=default, metavar="NAME", help="kubeconfig context (default: current)"
-    )
+    flags.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
     return flags
 
 
@@ -43,9 +42,11 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     flags = [_connection_flags(suppress=True)]
 
-    pre = sub.add_parser(
-        "preflight", help="check the cluster against the runbook's preflight", parents=flags
-    )
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        """A subcommand; it takes the connection flags too."""
+        return sub.add_parser(name, parents=flags, **kwargs)
+
+    pre = command("preflight", help="check the cluster against the runbook's preflight")
     pre.add_argument(
         "--namespace",
         "-n",
@@ -56,11 +57,10 @@ def parser() -> argparse.ArgumentParser:
     )
     add_output(pre)
 
-    ex = sub.add_parser(
+    ex = command(
         "explain",
         help="the arithmetic behind a pod's CPU limit",
         description="Explain POD, or every pod -l selects, in one namespace.",
-        parents=flags,
     )
     ex.add_argument("pod", metavar="POD", nargs="?")
     ex.add_argument(
@@ -76,9 +76,7 @@ def parser() -> argparse.ArgumentParser:
     )
     add_output(ex)
 
-    st = sub.add_parser(
-        "status", help="mode, managed scope, leader and recent outcomes", parents=flags
-    )
+    st = command("status", help="mode, managed scope, leader and recent outcomes")
     add_output(st)
     st.add_argument(
         "--lease-namespace",
@@ -87,7 +85,7 @@ def parser() -> argparse.ArgumentParser:
         help="where the reconciler's leader-election Lease lives (default kube-headroom-system)",
     )
 
-    sim = sub.add_parser(
+    sim = command(
         "simulate",
         help="what Headroom would do to every pod under a what-if; never writes",
         description=(
@@ -95,11 +93,10 @@ def parser() -> argparse.ArgumentParser:
             "snapshot) under a what-if config and enrolment, and prints every managed pod's "
             "current and simulated CPU limit. Nothing in the cluster changes."
         ),
-        parents=flags,
     )
     simulate_cli.add_arguments(sim)
 
-    ver = sub.add_parser("version", help="the plugin's version and the API server's", parents=flags)
+    ver = command("version", help="the plugin's version and the API server's")
     ver.add_argument("--client", action="store_true", help="the plugin's version only")
     add_output(ver)
     return top
@@ -108,26 +105,23 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
-    if args.command == "explain" and (args.pod is None) == (args.selector is None):
-        cli.error("explain takes a POD or -l SELECTOR (one of them)")
-    if args.command == "explain" and args.selector is not None and args.request is not None:
-        cli.error("explain --request takes a POD, not -l")
     if args.command == "explain":
+        if (args.pod is None) == (args.selector is None):
+            cli.error("explain takes a POD or -l SELECTOR (one of them)")
+        if args.selector is not None and args.request is not None:
+            cli.error("explain --request takes a POD, not -l")
         # Bad input is refused before any cluster is read.
         try:
             args.request_m = None if args.request is None else parse_cpu_millis(args.request)
-        except QuantityError as err:
-            print(f"error: --request: {err}", file=sys.stderr)
-            return EXIT_ERROR
-        try:
             if args.selector is not None:
                 parse_selector(args.selector)
+        except QuantityError as err:
+            return error(f"--request: {err}")
         except SelectorSyntaxError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_ERROR
+            return error(str(err))
     if args.command == "simulate" and args.snapshot is not None:
         # Offline: no cluster is read, so the Kubernetes client (a second to import) is not.
-        return asyncio.run(simulate_cli.run(args, read=simulate_cli.from_file(args.snapshot)))
+        return asyncio.run(simulate_cli.run(args))
     if args.command == "version" and args.client:
         version.show(args.output, server=None)
         return 0

@@ -99,34 +99,27 @@ _NODE_GATES = {
 
 def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
     for node in state.nodes:
-        name = node["metadata"]["name"]
         facts = node_facts(node)
         gate = node_ineligibility(settings, facts)
-        if gate is Ineligible.NODE_EXCLUDED:
-            continue
-        if gate is not None:
-            check, fix = _NODE_GATES[gate]
-            yield Finding(
-                check,
-                Severity.WARNING,
-                f"node/{name}",
-                f"{node_reason(gate, facts)}: Headroom leaves its pods alone",
-                fix,
-            )
-            continue
         static = [
             key for key in _STATIC_MANAGER_LABELS if facts.labels.get(key, "").lower() == "static"
         ]
-        if static:
-            yield Finding(
-                "static-resource-manager",
-                Severity.WARNING,
-                f"node/{name}",
+        # A gated node's pods are left alone whatever its labels; only an ungated one warns
+        # of a static resource manager.
+        if gate is Ineligible.NODE_EXCLUDED or (gate is None and not static):
+            continue
+        if gate is not None:
+            check, fix = _NODE_GATES[gate]
+            message = f"{node_reason(gate, facts)}: Headroom leaves its pods alone"
+        else:
+            check = "static-resource-manager"
+            fix = "add the node to spec.excludedNodeSelector in HeadroomConfig/cluster"
+            message = (
                 f"labelled {static[0]}=static: the kubelet refuses resizes of Guaranteed pods "
                 "under a static CPU/Memory Manager policy; Headroom manages only Burstable "
-                "pods, but exclude the node if its pods should keep fixed limits",
-                "add the node to spec.excludedNodeSelector in HeadroomConfig/cluster",
+                "pods, but exclude the node if its pods should keep fixed limits"
             )
+        yield Finding(check, Severity.WARNING, f"node/{node['metadata']['name']}", message, fix)
 
 
 def _quotas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:

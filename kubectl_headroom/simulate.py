@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from app.core.cluster import listed_cache
 from app.core.config import LabelSelector, Settings
@@ -219,31 +219,29 @@ def _quota_blocks(outcomes: list[PodOutcome], quotas: Iterable[Obj]) -> list[Pod
     """
     room: dict[str, tuple[str, int]] = {}
     for quota in quotas:
-        spent = _quota_room(quota)
-        if spent is None:
+        left = _quota_room(quota)
+        if left is None:
             continue
         namespace = quota["metadata"]["namespace"]
-        current = room.get(namespace)
-        if current is None or spent < current[1]:
-            room[namespace] = (quota["metadata"]["name"], spent)
+        # The tightest quota of a namespace is the one that refuses first.
+        if namespace not in room or left < room[namespace][1]:
+            room[namespace] = (quota["metadata"]["name"], left)
     if not room:
         return outcomes
-    marked = []
-    for outcome in outcomes:
+    for index, outcome in enumerate(outcomes):
         namespace = outcome.pod.namespace
-        increase = outcome.result.target_m - outcome.result.current_m
         if (
             namespace in room
             and outcome.blocked_by is None
             and outcome.action in (Action.RAISE, Action.SET)
         ):
             name, left = room[namespace]
+            increase = outcome.result.target_m - outcome.result.current_m
             if increase > left:
-                outcome = outcome._replace(blocked_by=f"quota/{name}")
+                outcomes[index] = outcome._replace(blocked_by=f"quota/{name}")
             else:
                 room[namespace] = (name, left - increase)
-        marked.append(outcome)
-    return marked
+    return outcomes
 
 
 def _quota_room(quota: Obj) -> int | None:
@@ -313,16 +311,17 @@ def select(
     )
 
 
+# Every order ends by namespace and name, so a listing is the same on every run.
+_SORT_KEYS: Final[dict[SortKey, Callable[[PodOutcome], tuple[Any, ...]]]] = {
+    SortKey.NODE: lambda p: (p.node.name, p.pod.namespace, p.pod.name),
+    SortKey.POD: lambda p: (p.pod.namespace, p.pod.name),
+    SortKey.CHANGE: lambda p: (-abs(p.after_m - p.result.current_m), p.pod.namespace, p.pod.name),
+    SortKey.TARGET: lambda p: (-p.result.target_m, p.pod.namespace, p.pod.name),
+}
+
+
 def sort_pods(pods: Sequence[PodOutcome], key: SortKey) -> list[PodOutcome]:
-    if key is SortKey.POD:
-        return sorted(pods, key=lambda p: (p.pod.namespace, p.pod.name))
-    if key is SortKey.CHANGE:
-        return sorted(
-            pods, key=lambda p: (-abs(p.after_m - p.result.current_m), p.pod.namespace, p.pod.name)
-        )
-    if key is SortKey.TARGET:
-        return sorted(pods, key=lambda p: (-p.result.target_m, p.pod.namespace, p.pod.name))
-    return sorted(pods, key=lambda p: (p.node.name, p.pod.namespace, p.pod.name))
+    return sorted(pods, key=_SORT_KEYS[key])
 
 
 @dataclass(frozen=True)

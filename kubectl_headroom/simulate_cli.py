@@ -6,15 +6,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from kubectl_headroom.exits import EXIT_ERROR
+from kubectl_headroom.exits import EXIT_ERROR, error
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.output import add_output, emit
-from kubectl_headroom.simulate import (
-    SortKey,
-    WhatIf,
-    select,
-    simulate,
-)
+from kubectl_headroom.simulate import SortKey, WhatIf, select, simulate
 from kubectl_headroom.simulate_output import Progress, document, table
 from kubectl_headroom.snapshot import Snapshot, SnapshotError, load, save
 from kubectl_headroom.whatif import WhatIfError, what_if_config, what_if_settings
@@ -23,12 +18,11 @@ Reader = Callable[[Callable[[str, int], None]], Awaitable[Snapshot]]
 
 
 def add_arguments(sim: argparse.ArgumentParser) -> None:
-    sim.add_argument(
-        "--enroll", action="append", default=[], metavar="NS", help="simulate NS enrolled"
-    )
-    sim.add_argument(
-        "--unenroll", action="append", default=[], metavar="NS", help="simulate NS released"
-    )
+    for flag, text in (
+        ("--enroll", "simulate NS enrolled"),
+        ("--unenroll", "simulate NS released"),
+    ):
+        sim.add_argument(flag, action="append", default=[], metavar="NS", help=text)
     sim.add_argument(
         "--set",
         dest="sets",
@@ -37,15 +31,12 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="change a HeadroomConfig spec field, e.g. maxMultiplier=5 or deadband.growPercent=20",
     )
-    sim.add_argument(
-        "--config", type=Path, metavar="FILE", help="simulate this whole HeadroomConfig instead"
-    )
-    sim.add_argument(
-        "--snapshot", type=Path, metavar="FILE", help="read a saved snapshot, not the cluster"
-    )
-    sim.add_argument(
-        "--save", type=Path, metavar="FILE", help="save the snapshot read (.gz compresses)"
-    )
+    for flag, text in (
+        ("--config", "simulate this whole HeadroomConfig instead"),
+        ("--snapshot", "read a saved snapshot, not the cluster"),
+        ("--save", "save the snapshot read (.gz compresses)"),
+    ):
+        sim.add_argument(flag, type=Path, metavar="FILE", help=text)
     sim.add_argument(
         "--namespace", "-n", action="append", default=[], metavar="NS", help="show pods of NS"
     )
@@ -57,14 +48,9 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
     add_output(sim)
 
 
-def from_file(path: Path) -> Reader:
-    async def read(progress: Callable[[str, int], None]) -> Snapshot:
-        return load(path)
-
-    return read
-
-
-async def run(args: argparse.Namespace, *, read: Reader) -> int:
+async def run(args: argparse.Namespace, *, read: Reader | None = None) -> int:
+    """Simulate over the snapshot ``read`` lists from the cluster, or (None) the saved one
+    ``--snapshot`` names."""
     # A simulation builds millions of objects and frees none until it ends; garbage
     # collection passes over them would cost most of the time (perf-facts: 3-6x).
     gc.disable()
@@ -74,15 +60,14 @@ async def run(args: argparse.Namespace, *, read: Reader) -> int:
         gc.enable()
 
 
-async def _run(args: argparse.Namespace, *, read: Reader) -> int:
+async def _run(args: argparse.Namespace, *, read: Reader | None) -> int:
     try:
         selector = None if args.selector is None else parse_selector(args.selector)
     except SelectorSyntaxError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_ERROR
+        return error(str(err))
     progress = Progress()
     try:
-        snapshot = await read(progress.listed)
+        snapshot = load(args.snapshot) if read is None else await read(progress.listed)
         if args.save is not None:
             save(snapshot, args.save)
         config = what_if_config(snapshot.config, config_file=args.config, sets=args.sets)

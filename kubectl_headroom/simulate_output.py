@@ -77,8 +77,7 @@ def summary(simulation: Simulation, view: View) -> str:
 
 def document(simulation: Simulation, view: View) -> dict[str, Any]:
     """The machine-readable result (``-o json``/``-o yaml``)."""
-    pods, nodes = view.pods, view.nodes
-    summary = totals(pods)
+    summary = totals(view.pods)
     return {
         "enrolledNamespaces": list(simulation.enrolled),
         "nodes": [
@@ -93,7 +92,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "managedPods": n.result.pod_count,
                 "managedRequests": _m(n.result.managed_m),
             }
-            for n in nodes
+            for n in view.nodes
         ],
         "pods": [
             {
@@ -119,7 +118,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "blockedBy": p.blocked_by,
                 "limitAfter": _m(p.after_m) if p.after_m else None,
             }
-            for p in pods
+            for p in view.pods
         ],
         "totals": {
             "pods": summary.pods,
@@ -162,13 +161,11 @@ class Progress:
 
     def done(self) -> None:
         if self._shown:
-            self._stream.write("\r\033[K")
-            self._stream.flush()
+            self._show("")  # clears the line
             self._shown = False
 
     def _show(self, text: str) -> None:
-        if not self._enabled:
-            return
-        self._stream.write(f"\r\033[K{text}")
-        self._stream.flush()
-        self._shown = True
+        if self._enabled:
+            self._stream.write(f"\r\033[K{text}")
+            self._stream.flush()
+            self._shown = True

@@ -112,12 +112,9 @@ def strip_pod(obj: Obj) -> Obj:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    annotations = metadata.get("annotations") or {}
-    kept_annotations = {
-        key: annotations[key]
-        for key in (MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION)
-        if key in annotations
-    }
+    kept_annotations = _pick(
+        metadata.get("annotations") or {}, MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
+    )
     stripped_metadata = _pick(
         metadata, "name", "namespace", "uid", "labels", "deletionTimestamp", "generation"
     )
@@ -150,7 +147,6 @@ def _container(container: Obj) -> dict[str, Any]:
 
 
 def strip_node(obj: Obj) -> Obj:
-    metadata = obj.get("metadata") or {}
     status = obj.get("status") or {}
     node_info = _pick(status.get("nodeInfo") or {}, "kubeletVersion", "operatingSystem")
     stripped_status = _pick(status, "declaredFeatures")
@@ -159,7 +155,10 @@ def strip_node(obj: Obj) -> Obj:
         stripped_status["allocatable"] = {"cpu": cpu}
     if node_info:
         stripped_status["nodeInfo"] = node_info
-    return {"metadata": _pick(metadata, "name", "labels"), "status": stripped_status}
+    return {
+        "metadata": _pick(obj.get("metadata") or {}, "name", "labels"),
+        "status": stripped_status,
+    }
 
 
 def strip_namespace(obj: Obj) -> Obj:
@@ -182,8 +181,7 @@ def strip_limit_range(obj: Obj) -> Obj:
 
 
 def strip_vpa(obj: Obj) -> Obj:
-    spec = obj.get("spec") or {}
     return {
         "metadata": _pick(obj.get("metadata") or {}, "name", "namespace"),
-        "spec": _pick(spec, "targetRef", "updatePolicy", "resourcePolicy"),
+        "spec": _pick(obj.get("spec") or {}, "targetRef", "updatePolicy", "resourcePolicy"),
     }

@@ -1,5 +1,6 @@
 """Reading a snapshot from the live cluster: only GETs, in pages, stripped as they arrive."""
 
+import functools
 from collections.abc import Callable
 
 from app.core import apipaths
@@ -21,18 +22,14 @@ Progress = Callable[[str, int], None]
 async def fetch_snapshot(http: KubeHttp, *, progress: Progress | None = None) -> Snapshot:
     """List everything simulate reads, page by page; only GETs, never a write."""
     version = await http.get(apipaths.VERSION_PATH)
+    # The progress line counts nodes, namespaces and pods; the rest are listed without it.
+    with_progress = functools.partial(list_items, http, progress=progress)
     return Snapshot(
         server_version=str(version.get("gitVersion", "")),
-        nodes=await list_items(http, apipaths.NODES.path(), strip=strip_node, progress=progress),
-        namespaces=await list_items(
-            http, apipaths.NAMESPACES.path(), strip=strip_namespace, progress=progress
-        ),
-        pods=await list_items(
-            http,
-            apipaths.PODS.path(),
-            strip=strip_pod,
-            progress=progress,
-            field_selector="spec.nodeName!=",
+        nodes=await with_progress(apipaths.NODES.path(), strip=strip_node),
+        namespaces=await with_progress(apipaths.NAMESPACES.path(), strip=strip_namespace),
+        pods=await with_progress(
+            apipaths.PODS.path(), strip=strip_pod, field_selector="spec.nodeName!="
         ),
         limit_ranges=await list_items(http, apipaths.LIMIT_RANGES.path(), strip=strip_limit_range),
         quotas=await list_items(http, apipaths.RESOURCE_QUOTAS.path(), strip=strip_quota),

@@ -38,13 +38,9 @@ class ClusterState:
 
     def managed_namespaces(self, settings: Settings) -> list[str]:
         return sorted(
-            ns["metadata"]["name"]
-            for ns in self.namespaces
-            if namespace_enrolled(
-                settings,
-                name=ns["metadata"]["name"],
-                labels=ns["metadata"].get("labels") or {},
-            )
+            meta["name"]
+            for meta in (ns["metadata"] for ns in self.namespaces)
+            if namespace_enrolled(settings, name=meta["name"], labels=meta.get("labels") or {})
         )
 
 

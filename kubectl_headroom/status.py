@@ -1,8 +1,8 @@
 """``kubectl headroom status``: mode, scope, leader and recent outcomes."""
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
@@ -81,7 +81,7 @@ class Status:
     managed_pods: int | None
     managed_nodes: int | None
     outcomes: Mapping[str, int]
-    recent: Sequence[Mapping[str, str]] = field(default_factory=tuple)
+    recent: Sequence[Mapping[str, str]] = ()
     pools: Sequence[PoolStatus] = ()
     # Nodes in no pool, which run on the top-level settings.
     nodes_without_pool: int = 0
@@ -115,8 +115,7 @@ def summarize(
 ) -> Status:
     status = (config or {}).get("status") or {}
     ready = next((c for c in status.get("conditions") or () if c.get("type") == "Ready"), None)
-    ours = [e for e in events if e.get("reason") in REASONS]
-    ours.sort(key=event_time)
+    ours = sorted((e for e in events if e.get("reason") in REASONS), key=event_time)
     counts = Counter(str(e["reason"]) for e in ours)
     members = Counter(settings_for_node(settings, labels)[1] for labels in node_labels)
     return Status(
@@ -153,22 +152,17 @@ def summarize(
 def overrides_text(pool: NodePool) -> list[str]:
     """The pool's overrides as ``field=value``, in the CRD's spelling."""
     o = pool.overrides
-    fields = (
-        ("maxMultiplier", None if o.max_multiplier is None else _number(o.max_multiplier)),
-        (
-            "minBurstFloor",
-            None if o.min_burst_floor_m is None else format_cpu_millis(o.min_burst_floor_m),
-        ),
-        ("quantum", None if o.quantum_m is None else format_cpu_millis(o.quantum_m)),
-        ("deadband.growPercent", o.grow_percent),
-        ("deadband.shrinkPercent", o.shrink_percent),
-        ("dryRun", None if o.dry_run is None else str(o.dry_run).lower()),
-        (
-            "initialMultiplier",
-            None if o.initial_multiplier is None else _number(o.initial_multiplier),
-        ),
+    # (field, override, how to print it); an override left None is not shown.
+    fields: tuple[tuple[str, Any, Callable[[Any], str]], ...] = (
+        ("maxMultiplier", o.max_multiplier, _number),
+        ("minBurstFloor", o.min_burst_floor_m, format_cpu_millis),
+        ("quantum", o.quantum_m, format_cpu_millis),
+        ("deadband.growPercent", o.grow_percent, str),
+        ("deadband.shrinkPercent", o.shrink_percent, str),
+        ("dryRun", o.dry_run, lambda flag: str(flag).lower()),
+        ("initialMultiplier", o.initial_multiplier, _number),
     )
-    return [f"{name}={value}" for name, value in fields if value is not None]
+    return [f"{name}={show(value)}" for name, value, show in fields if value is not None]
 
 
 def _number(value: Fraction) -> str:

@@ -4,10 +4,8 @@ from collections.abc import Sequence
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
     lines = [headers, *rows]
+    widths = [max(map(len, column)) for column in zip(*lines, strict=True)]
     return "\n".join(
         "   ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in lines

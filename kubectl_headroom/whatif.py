@@ -40,11 +40,8 @@ def what_if_config(
     spec = config.get("spec")
     if not isinstance(spec, dict):
         spec = config["spec"] = {}
-    problems = []
-    for item in sets:
-        problem = _apply_set(spec, item)
-        if problem is not None:
-            problems.append(problem)
+    # Every --set is applied in turn, so all their problems are reported at once.
+    problems = [problem for item in sets if (problem := _apply_set(spec, item)) is not None]
     if problems:
         raise WhatIfError(problems)
     return config
