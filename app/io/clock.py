@@ -20,7 +20,7 @@ class Clock(Protocol):
         """Seconds on a monotonic scale."""
         ...
 
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Timer: ...
 
 
 class LoopClock:
@@ -29,7 +29,7 @@ class LoopClock:
     def __call__(self) -> float:
         return time.monotonic()
 
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Timer:
         return asyncio.get_running_loop().call_later(max(0.0, delay), callback)
 
 
@@ -40,12 +40,8 @@ async def wait(clock: Clock, event: asyncio.Event, within: float | None) -> bool
         await event.wait()
         return True
     waiter = asyncio.ensure_future(event.wait())
-
-    def expire() -> None:
-        if not waiter.done():
-            waiter.cancel()
-
-    timer = clock.call_later(within, expire)
+    # Cancelling a waiter that is already done does nothing.
+    timer = clock.call_later(within, waiter.cancel)
     try:
         await waiter
     except asyncio.CancelledError:

@@ -26,7 +26,7 @@ class FakeClock:
     def __call__(self) -> float:
         return self.now
 
-    def call_later(self, delay: float, callback: Callable[[], None]) -> "_Timer":
+    def call_later(self, delay: float, callback: Callable[[], object]) -> "_Timer":
         timer = _Timer(callback)
         heapq.heappush(self._timers, (self.now + max(0.0, delay), next(self._order), timer))
         return timer
@@ -39,8 +39,8 @@ class FakeClock:
 
 
 class _Timer:
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self._callback: Callable[[], None] | None = callback
+    def __init__(self, callback: Callable[[], object]) -> None:
+        self._callback: Callable[[], object] | None = callback
 
     def cancel(self) -> None:
         self._callback = None
