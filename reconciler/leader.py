@@ -26,25 +26,17 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from app.core.apipaths import LEASES
 from app.core.labels import LEASE_NAME
-from app.io.http import ApiResponse, ApiUnavailable
+from app.io.http import ApiUnavailable, Transport
 
 log = logging.getLogger(__name__)
 
 _NOT_FOUND = 404
 # client-go's jitter factor for a follower's retries.
 _RETRY_JITTER = 1.2
-
-
-class Requester(Protocol):
-    """The one call the elector needs; `KubeHttp` implements it."""
-
-    async def request(
-        self, method: str, path: str, *, body: Mapping[str, Any] | None = None
-    ) -> ApiResponse: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +62,7 @@ class LeaderElector:
     def __init__(
         self,
         *,
-        api: Requester,
+        api: Transport,
         config: ElectionConfig,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),

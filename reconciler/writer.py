@@ -10,16 +10,16 @@ changed) nothing is sent and `Skipped` is raised.
 """
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from app.core import apipaths
 from app.core.labels import FIELD_MANAGER
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
-from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, ApiUnavailable
+from app.io.http import APPLY_PATCH, MERGE_PATCH, ApiResponse, ApiUnavailable, Transport
 from reconciler.bodies import (
     annotation_patch,
     config_status_patch,
@@ -36,22 +36,6 @@ RESIZE_FORBIDDEN: Final = "ResizeForbidden"
 INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
 Precondition = Callable[[], bool]
-
-
-class Transport(Protocol):
-    """The one call writes need; `KubeHttp` implements it, unit tests record it."""
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
-        lane: Lane | None = None,
-        precondition: Precondition | None = None,
-    ) -> ApiResponse: ...
 
 
 class Writer:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import urlencode
 
 import aiohttp
@@ -110,6 +110,23 @@ class ApiError(Exception):
 
 class Skipped(Exception):
     """A write's precondition no longer held once its turn came; nothing was sent."""
+
+
+class Transport(Protocol):
+    """The one call writes and the lease elector need; `KubeHttp` implements it, unit tests
+    record it."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: Mapping[str, Any] | None = None,
+        content_type: str = JSON,
+        lane: Lane | None = None,
+        precondition: Callable[[], bool] | None = None,
+    ) -> ApiResponse: ...
 
 
 class KubeHttp:
