@@ -209,12 +209,13 @@ class KubeHttp:
         Raises `ApiError` when the server refuses the watch, and `ApiUnavailable` when the
         connection fails or stays silent for `idle_seconds`.
         """
-        params = [
-            *query,
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(timeout_seconds)),
-        ]
+        # A parameter the caller passed too (the reflector asks for bookmarks) is sent once.
+        params = {
+            **dict(query),
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
         timeout = aiohttp.ClientTimeout(
             total=timeout_seconds + _WATCH_GRACE_SECONDS,
             sock_connect=self._timeout,
@@ -235,7 +236,7 @@ class KubeHttp:
         method: str,
         path: str,
         *,
-        query: Sequence[tuple[str, str]],
+        query: Sequence[tuple[str, str]] | Mapping[str, str],
         client_timeout: aiohttp.ClientTimeout,
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
