@@ -18,23 +18,23 @@ _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 class ReconcilerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.node_factor = Gauge(
-            "headroom_node_factor",
-            "Per-node slack factor F = 1 + S/M.",
-            ["node"],
-            registry=self.registry,
+
+        def gauge(name: str, documentation: str, *labels: str) -> Gauge:
+            return Gauge(name, documentation, labels, registry=self.registry)
+
+        self.node_factor = gauge(
+            "headroom_node_factor", "Per-node slack factor F = 1 + S/M.", "node"
         )
-        self.node_slack_cores = Gauge(
+        self.node_slack_cores = gauge(
             "headroom_node_slack_cores",
             "Unbooked CPU on the node (allocatable minus requests), in cores.",
-            ["node"],
-            registry=self.registry,
+            "node",
         )
-        self.pod_limit_cores = Gauge(
+        self.pod_limit_cores = gauge(
             "headroom_pod_limit_cores",
             "Computed CPU limit ceiling of a managed pod, in cores.",
-            ["namespace", "pod"],
-            registry=self.registry,
+            "namespace",
+            "pod",
         )
         self.resizes = Counter(
             "headroom_resizes",
@@ -48,21 +48,15 @@ class ReconcilerMetrics:
             buckets=_DURATION_BUCKETS,
             registry=self.registry,
         )
-        self.pods_managed = Gauge(
-            "headroom_pods_managed",
-            "Managed pods across all nodes.",
-            registry=self.registry,
-        )
-        self.resizes_deferred = Gauge(
+        self.pods_managed = gauge("headroom_pods_managed", "Managed pods across all nodes.")
+        self.resizes_deferred = gauge(
             "headroom_resizes_deferred",
             "Managed pods whose resize the kubelet currently reports as Deferred.",
-            registry=self.registry,
         )
-        self.pool_pods_managed = Gauge(
+        self.pool_pods_managed = gauge(
             "headroom_pool_pods_managed",
             "Managed pods on the nodes of each node pool (pools with none have no series).",
-            ["pool"],
-            registry=self.registry,
+            "pool",
         )
         for result in Result:
             self.resizes.labels(result=result.value)
