@@ -20,7 +20,7 @@ from certs.source import CA_FILE, CERT_FILE, KEY_FILE
 CA_KEY_FILE = "ca.key"
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="headroom-certs",
         description="Generate a CA and a serving certificate for a Headroom server.",
@@ -39,11 +39,6 @@ def _parser() -> argparse.ArgumentParser:
         "--ca-from", type=Path, metavar="DIR", help="sign with ca.crt/ca.key from DIR"
     )
     parser.add_argument("--write-ca-key", action="store_true", help="also write ca.key")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
     args = parser.parse_args(argv)
     if (args.service is None) != (args.namespace is None):
         parser.error("--service and --namespace go together")
