@@ -113,8 +113,8 @@ class Skipped(Exception):
 
 
 class Transport(Protocol):
-    """The one call writes and the lease elector need; `KubeHttp` implements it, unit tests
-    record it."""
+    """The one request call writes, the lease elector and the reflectors' lists need;
+    `KubeHttp` implements it, unit tests record it."""
 
     async def request(
         self,

@@ -31,7 +31,7 @@ from app.core.backoff import ExponentialBackoff
 from app.core.cluster import ClusterCache
 from app.core.feeds import object_feed, pod_feed
 from app.core.labels import CONFIG_NAME
-from app.io.http import ApiError, ApiResponse, ApiUnavailable
+from app.io.http import ApiError, ApiResponse, ApiUnavailable, Transport
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +60,8 @@ class Handler(Protocol):
     def event(self, kind: str, raw: memoryview) -> None: ...
 
 
-class ListWatcher(Protocol):
+class ListWatcher(Transport, Protocol):
     """What a reflector needs of the transport: plain requests for lists, and watches."""
-
-    async def request(
-        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
-    ) -> ApiResponse: ...
 
     def stream(
         self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
