@@ -11,7 +11,7 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -168,16 +168,13 @@ async def run(args: argparse.Namespace) -> int:
                 retry_period=args.leader_election_retry_period,
             ),
         )
-    may_write: Callable[[], bool] = (
-        (lambda: True) if elector is None else (lambda: elector.is_leader)
-    )
     controller = Controller(
         queue=NodeQueue(),
         writer=Writer(http=http, instance=identity),
         metrics=metrics,
         budget=budget,
         explanation_budget=explanation_budget,
-        may_write=may_write,
+        may_write=(lambda: True) if elector is None else (lambda: elector.is_leader),
     )
     watches = list(cache_reflectors(api=http, cache=controller.cache).values())
 
