@@ -20,7 +20,7 @@ from app.core.config import DEFAULT_SETTINGS, Settings
 from app.core.pods import PodInfo
 from app.io.budget import WriteBudget
 from app.io.clock import Clock, LoopClock, wait
-from app.io.http import ApiUnavailable, Skipped
+from app.io.http import Skipped, failure_of
 from reconciler.actuator import Actuator
 from reconciler.config_status import Summary, desired_status, status_differs
 from reconciler.gate import WriteGate
@@ -203,16 +203,15 @@ class Controller:
         if not status_differs(desired, current) or desired == self._last_status:
             return
         try:
-            response = await self._writer.config_status(desired, precondition=self._may_write)
+            failure = await failure_of(
+                self._writer.config_status(desired, precondition=self._may_write)
+            )
         except Skipped:
             return
-        except ApiUnavailable as exc:
-            log.warning("config status not written: %s", exc)
-            return
-        if response.ok:
+        if failure is None:
             self._last_status = desired
         else:
-            log.warning("config status not written: %s", response.message)
+            log.warning("config status not written: %s", failure)
 
     def _settling(self, node: str) -> bool:
         """Whether the node is due for another look or still has resizes to send."""

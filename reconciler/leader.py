@@ -30,7 +30,7 @@ from typing import Any
 
 from app.core.apipaths import LEASES
 from app.core.labels import LEASE_NAME
-from app.io.http import ApiUnavailable, Transport
+from app.io.http import ApiUnavailable, Transport, failure_of
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +113,11 @@ class LeaderElector:
         spec = {k: v for k, v in (self._lease.get("spec") or {}).items() if k != "holderIdentity"}
         spec.update({"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now})
         lease = {**self._lease, "spec": spec}
-        try:
-            response = await self._api.request("PUT", self._lease_path, body=lease)
-        except ApiUnavailable as exc:
-            log.warning("could not release the lease: %s", exc)
-            return
-        if response.ok:
+        failure = await failure_of(self._api.request("PUT", self._lease_path, body=lease))
+        if failure is None:
             log.info("released the lease", extra={"lease": self._config.name})
         else:
-            log.warning("could not release the lease: %s", response.message)
+            log.warning("could not release the lease: %s", failure)
 
     async def _acquire(self) -> None:
         while True:

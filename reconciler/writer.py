@@ -19,7 +19,7 @@ from app.core.labels import FIELD_MANAGER
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
-from app.io.http import APPLY_PATCH, MERGE_PATCH, ApiResponse, ApiUnavailable, Transport
+from app.io.http import APPLY_PATCH, MERGE_PATCH, ApiResponse, Transport, failure_of
 from reconciler.bodies import (
     annotation_patch,
     config_status_patch,
@@ -115,21 +115,17 @@ class Writer:
             now=self._wall_clock(),
             instance=self._instance,
         )
-        try:
-            response = await self._http.request(
+        failure = await failure_of(
+            self._http.request(
                 "POST",
                 apipaths.EVENTS.path(namespace=pod.namespace),
                 body=body,
                 lane=Lane.SECONDARY,
                 precondition=precondition,
             )
-        except ApiUnavailable as exc:
-            log.warning("cannot record event %s: %s", reason, exc, extra=pod_context(pod))
-            return
-        if not response.ok:
-            log.warning(
-                "cannot record event %s: %s", reason, response.message, extra=pod_context(pod)
-            )
+        )
+        if failure is not None:
+            log.warning("cannot record event %s: %s", reason, failure, extra=pod_context(pod))
 
     async def config_status(
         self, status: Mapping[str, Any], *, precondition: Precondition

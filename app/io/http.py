@@ -16,7 +16,7 @@ goes out, so a write that is no longer wanted is never sent.
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -106,6 +106,16 @@ class ApiError(Exception):
     @classmethod
     def from_response(cls, response: ApiResponse) -> "ApiError":
         return cls(status=response.code, reason=response.reason, message=response.message)
+
+
+async def failure_of(request: Awaitable[ApiResponse]) -> str | None:
+    """Why a request did not succeed (the API server unreachable, or its answer's message);
+    None when it did."""
+    try:
+        response = await request
+    except ApiUnavailable as exc:
+        return str(exc)
+    return None if response.ok else response.message
 
 
 class Skipped(Exception):
