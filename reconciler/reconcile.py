@@ -48,6 +48,10 @@ class _NodeTally:
     pool: str | None = None
 
 
+# A node without a tally (never reconciled, or forgotten) contributes nothing.
+_NO_TALLY = _NodeTally(series=frozenset(), managed=0, deferred=0)
+
+
 class NodeReconciler:
     def __init__(
         self,
@@ -176,20 +180,16 @@ class NodeReconciler:
         )
 
     def _set_tally(self, node_name: str, tally: _NodeTally | None) -> None:
-        old = self._tallies.pop(node_name, None)
+        old = self._tallies.pop(node_name, _NO_TALLY)
+        new = _NO_TALLY if tally is None else tally
         if tally is not None:
             self._tallies[node_name] = tally
-        kept = tally.series if tally is not None else frozenset()
-        if old is not None:
-            for namespace, pod in old.series - kept:
-                self._metrics.forget_pod(namespace=namespace, pod=pod)
-            self.managed_pods -= old.managed
-            self._deferred_total -= old.deferred
-            self._count_pool(old.pool, -old.managed)
-        if tally is not None:
-            self.managed_pods += tally.managed
-            self._deferred_total += tally.deferred
-            self._count_pool(tally.pool, tally.managed)
+        for namespace, pod in old.series - new.series:
+            self._metrics.forget_pod(namespace=namespace, pod=pod)
+        self.managed_pods += new.managed - old.managed
+        self._deferred_total += new.deferred - old.deferred
+        self._count_pool(old.pool, -old.managed)
+        self._count_pool(new.pool, new.managed)
         self._metrics.pods_managed.set(self.managed_pods)
         self._metrics.resizes_deferred.set(self._deferred_total)
 
