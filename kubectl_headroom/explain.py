@@ -66,7 +66,7 @@ def explain_pod(
     pod: Obj,
     node: Obj,
     node_pods: Sequence[Obj],
-    namespace_labels: Mapping[str, Mapping[str, str]],
+    namespaces: Sequence[Obj],
     limit_ranges: Sequence[Obj],
     vpas: Sequence[Obj],
     settings: Settings,
@@ -79,10 +79,7 @@ def explain_pod(
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
     cache = listed_cache(
         nodes=[node],
-        namespaces=(
-            {"metadata": {"name": name, "labels": dict(labels)}}
-            for name, labels in namespace_labels.items()
-        ),
+        namespaces=namespaces,
         limit_ranges=limit_ranges,
         vpas=vpas,
         pods=raw_pods,
