@@ -165,10 +165,7 @@ class _Explainer:
         # What every explanation shares, bound once.
         self._explain_pod = functools.partial(
             explain_pod,
-            namespace_labels={
-                ns["metadata"]["name"]: ns["metadata"].get("labels") or {}
-                for ns in state.namespaces
-            },
+            namespaces=state.namespaces,
             limit_ranges=state.limit_ranges,
             vpas=state.vpas or (),
             settings=settings,

@@ -66,7 +66,7 @@ def explain_pod(
     pod: Obj,
     node: Obj,
     node_pods: Sequence[Obj],
-    namespace_labels: Mapping[str, Mapping[str, str]],
+    namespaces: Sequence[Obj],
     limit_ranges: Sequence[Obj],
     vpas: Sequence[Obj],
     settings: Settings,
@@ -79,10 +79,7 @@ def explain_pod(
     raw_pods.append(_with_request(pod, what_if_request_m) if what_if_request_m else pod)
     cache = listed_cache(
         nodes=[node],
-        namespaces=(
-            {"metadata": {"name": name, "labels": dict(labels)}}
-            for name, labels in namespace_labels.items()
-        ),
+        namespaces=namespaces,
         limit_ranges=limit_ranges,
         vpas=vpas,
         pods=raw_pods,
@@ -171,9 +168,12 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         lines.append(f"  {booking.pod:<50} {_m(booking.request_m):>8}  {marker}")
     for skipped in explanation.skipped:
         lines.append(f"  {skipped.key:<50} skipped: quantities cannot be read ({skipped.reason})")
+    unbooked, overbooked = shown_slack(node.slack_m)
     lines += [
         f"Booked R = {_m(node.booked_m)}",
-        _slack_line(node.slack_m),
+        f"Slack S = 0m: overbooked, R exceeds A by {_m(overbooked)}"
+        if overbooked
+        else f"Slack S = A - R = {_m(unbooked)}",
         f"Managed M = {_m(node.managed_m)} over N = {node.pod_count} pod(s)",
         f"Factor F = 1 + S/M = {factor_text(node.factor)}",
     ]
@@ -203,13 +203,6 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     if last_event:
         lines += ["", f"Last CPULimitAdjusted: {last_event}"]
     return "\n".join(lines)
-
-
-def _slack_line(slack_m: int) -> str:
-    unbooked, overbooked = shown_slack(slack_m)
-    if not overbooked:
-        return f"Slack S = A - R = {_m(unbooked)}"
-    return f"Slack S = 0m: overbooked, R exceeds A by {_m(overbooked)}"
 
 
 def as_dict(explanation: PodExplanation) -> dict[str, Any]:

@@ -97,12 +97,11 @@ class Simulation:
 
 
 def enrolled_namespaces(
-    snapshot: Snapshot, settings: Settings, what_if: WhatIf
+    namespaces: Iterable[Obj], settings: Settings, what_if: WhatIf = WhatIf()
 ) -> tuple[list[str], list[str]]:
-    """The namespaces enrolled under the what-if, and notes on --enroll/--unenroll."""
-    names = {
-        ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in snapshot.namespaces
-    }
+    """The namespaces enrolled under the what-if (by default none: those the config
+    enrols), and notes on --enroll/--unenroll."""
+    names = {ns["metadata"]["name"]: ns["metadata"].get("labels") or {} for ns in namespaces}
     notes = [f"--enroll {name}: no such namespace" for name in sorted(what_if.enroll - set(names))]
     notes += [
         f"--enroll {name}: spec.excludedNamespaces lists it, so it stays unmanaged"
@@ -125,7 +124,7 @@ def simulate(
     what_if: WhatIf = WhatIf(),
     progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
-    enrolled, notes = enrolled_namespaces(snapshot, settings, what_if)
+    enrolled, notes = enrolled_namespaces(snapshot.namespaces, settings, what_if)
     cache = listed_cache(
         nodes=snapshot.nodes,
         # The what-if enrolment: an enrolled namespace answers the opened namespace gate,

@@ -6,9 +6,9 @@ from typing import Any, Final, TypeVar
 
 from app.core import apipaths
 from app.core.config import ConfigError, Settings, parse_config
-from app.core.eligibility import namespace_enrolled
 from app.core.labels import CONFIG_NAME
 from app.io.http import ApiError, KubeHttp
+from kubectl_headroom.simulate import enrolled_namespaces
 
 Obj = Mapping[str, Any]
 T = TypeVar("T")
@@ -37,11 +37,7 @@ class ClusterState:
             return parse_config(None), f"HeadroomConfig/{CONFIG_NAME} is invalid: {err}"
 
     def managed_namespaces(self, settings: Settings) -> list[str]:
-        return sorted(
-            meta["name"]
-            for meta in (ns["metadata"] for ns in self.namespaces)
-            if namespace_enrolled(settings, name=meta["name"], labels=meta.get("labels") or {})
-        )
+        return enrolled_namespaces(self.namespaces, settings)[0]
 
 
 async def list_items(

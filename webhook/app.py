@@ -19,9 +19,10 @@ from typing import Final
 import orjson
 from fastapi import FastAPI, Request, Response
 from starlette.requests import ClientDisconnect
+from starlette.routing import Route
 
 from app.core.labels import CONFIG_KIND, GROUP
-from app.io.probes import LIVENESS, READINESS, probe_answer
+from app.io.probes import LIVENESS, READINESS, ProbeApp
 from webhook.cache import AdmissionCache
 from webhook.envelope import AdmissionRequest, BadReview, build_response, cut, parse_review
 from webhook.handlers.config import review_config
@@ -82,13 +83,9 @@ def create_app(
         # the time of an admission, and the body is parsed here anyway.
         endpoint = _admission_endpoint(route, cluster, metrics, max_body_bytes)
         app.add_route(route.endpoint, endpoint, methods=["POST"])
-
-    async def probe(request: Request) -> Response:
-        status, text = probe_answer(request.url.path, health.not_ready)
-        return Response(f"{text}\n", status_code=status, media_type="text/plain")
-
-    for path in (LIVENESS, READINESS):
-        app.add_route(path, probe, methods=["GET"])
+    # The probes' own app, as on their listener; an ASGI app is a Route of its own.
+    probe = ProbeApp(not_ready=health.not_ready)
+    app.router.routes += [Route(path, probe, methods=["GET"]) for path in (LIVENESS, READINESS)]
     return app
 
 

@@ -121,10 +121,13 @@ class AdmissionCache:
     # -- answers -----------------------------------------------------------------------
 
     async def settings(self) -> Settings:
-        if self._synced(Resource.CONFIG):
-            config = self.cluster.config
-        else:
-            config = config_state(await self._read_config(), previous=DEFAULT_CONFIG)
+        config = self.cluster.config
+        if not self._synced(Resource.CONFIG):
+            try:
+                read = await self._fallback(apipaths.CONFIG, what=f"HeadroomConfig {CONFIG_NAME}")
+                config = config_state(read, previous=DEFAULT_CONFIG)
+            except _NotFound:
+                config = DEFAULT_CONFIG
         if config.invalid is not None:
             raise Unavailable(f"HeadroomConfig {CONFIG_NAME} is invalid: {config.invalid}")
         return config.settings
@@ -179,12 +182,6 @@ class AdmissionCache:
             version = await self._fallback(apipaths.VERSION_PATH, what="the API server version")
             self._server_version = str(version.get("gitVersion") or "")
         return self._server_version
-
-    async def _read_config(self) -> Mapping[str, Any] | None:
-        try:
-            return await self._fallback(apipaths.CONFIG, what=f"HeadroomConfig {CONFIG_NAME}")
-        except _NotFound:
-            return None
 
     async def _fallback(self, path: str, *, what: str) -> dict[str, Any]:
         try:

@@ -161,23 +161,9 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
 
 def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]:
     """The nodes to reconcile after a pod changed from `old` to `new` (None: absent)."""
-    if old is not None and new is not None:
-        if policy_view(old) == policy_view(new):
-            return frozenset()
-        return frozenset({old.node_name, new.node_name} - {""})
-    present = new if new is not None else old
-    return frozenset() if present is None else frozenset({present.node_name} - {""})
-
-
-def pod_record(key: str, wire: PodWire) -> PodInfo | Unreadable:
-    """The pod's record, or why it cannot be read."""
-    try:
-        return pod_info(wire)
-    except QuantityError as err:
-        spec = wire.spec
-        return Unreadable(
-            key=key, node_name=(spec.nodeName if spec else None) or "", reason=str(err)
-        )
+    if old is not None and new is not None and policy_view(old) == policy_view(new):
+        return frozenset()
+    return frozenset({pod.node_name for pod in (old, new) if pod is not None} - {""})
 
 
 def pod_key(pod: PodWire) -> str:
@@ -267,7 +253,15 @@ class ClusterCache:
     # Writes, one per watched resource; `obj` None means the object is gone.
 
     def apply_pod(self, key: str, obj: PodWire | None) -> None:
-        self.put_pod(key, None if obj is None else pod_record(key, obj))
+        """Store the pod's record, or why it cannot be read, or its absence (None)."""
+        record: PodInfo | Unreadable | None = None
+        if obj is not None:
+            try:
+                record = pod_info(obj)
+            except QuantityError as err:
+                node_name = (obj.spec.nodeName if obj.spec else None) or ""
+                record = Unreadable(key=key, node_name=node_name, reason=str(err))
+        self.put_pod(key, record)
 
     def put_pod(self, key: str, record: PodInfo | Unreadable | None) -> None:
         """Store a pod's record (already stripped), or why it cannot be read, or its absence."""

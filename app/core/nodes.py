@@ -60,9 +60,7 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
 def major_minor(text: str) -> tuple[int, int] | None:
     """(1, 37) from "v1.37.2", "v1.37.2-gke.1" or "1.37"; None when unparseable."""
     match = _VERSION.match(text.strip())
-    if match is None:
-        return None
-    return int(match.group(1)), int(match.group(2))
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 @functools.lru_cache(maxsize=64)

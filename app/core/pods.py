@@ -593,9 +593,7 @@ def _exact_sum(values: Sequence[Fraction]) -> Fraction:
 
 
 def _quantity(value: object) -> Fraction | None:
-    if value is None:
-        return None
-    return parse_quantity(str(value))
+    return None if value is None else parse_quantity(str(value))
 
 
 # Cached like parse_quantity: the same few values recur on every pod.

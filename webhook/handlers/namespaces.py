@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from app.core.config import Settings
 from app.core.eligibility import namespace_enrolled
-from app.core.views import LIMITS_CPU
+from app.core.views import LIMITS_CPU, labels
 from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
@@ -53,5 +53,4 @@ async def review_namespace(request: AdmissionRequest, cluster: AdmissionCache) -
 
 
 def _enrolled(settings: Settings, name: str, namespace: Mapping[str, Any]) -> bool:
-    labels = (namespace.get("metadata") or {}).get("labels") or {}
-    return namespace_enrolled(settings, name=name, labels=labels)
+    return namespace_enrolled(settings, name=name, labels=labels(namespace))

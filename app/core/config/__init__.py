@@ -1,7 +1,7 @@
 """The HeadroomConfig model: typed settings, validation with field paths, label selectors."""
 
 from app.core.config.duration import DurationError, parse_duration_seconds
-from app.core.config.errors import ConfigError, FieldError, ValidationResult
+from app.core.config.errors import ConfigError
 from app.core.config.pools import settings_for_node, settings_for_pod
 from app.core.config.selector import (
     LabelSelector,
@@ -11,7 +11,6 @@ from app.core.config.selector import (
     parse_label_selector,
 )
 from app.core.config.settings import (
-    DEFAULT_NAMESPACE_SELECTOR,
     DEFAULT_SETTINGS,
     PROPORTIONAL,
     NodePool,
@@ -22,12 +21,10 @@ from app.core.config.settings import (
 from app.core.config.validation import parse_config, validate_config
 
 __all__ = [
-    "DEFAULT_NAMESPACE_SELECTOR",
     "DEFAULT_SETTINGS",
     "PROPORTIONAL",
     "ConfigError",
     "DurationError",
-    "FieldError",
     "LabelSelector",
     "NodePool",
     "Operator",
@@ -36,7 +33,6 @@ __all__ = [
     "Requirement",
     "SelectorError",
     "Settings",
-    "ValidationResult",
     "parse_config",
     "parse_duration_seconds",
     "parse_label_selector",

@@ -51,13 +51,12 @@ _ANY: Final = _Domain(frozenset(), finite=False)
 
 
 def _domain(requirement: Requirement) -> _Domain:
-    if requirement.operator is Operator.IN:
-        return _Domain(requirement.values, finite=True)
-    if requirement.operator is Operator.NOT_IN:
-        return _Domain(requirement.values, finite=False)
-    if requirement.operator is Operator.EXISTS:
-        return _Domain(frozenset({_ABSENT}), finite=False)
-    return _Domain(frozenset({_ABSENT}), finite=True)
+    operator = requirement.operator
+    # In and NotIn: the values, or all but them; Exists and DoesNotExist: all but absent,
+    # or absent alone.
+    if operator in (Operator.IN, Operator.NOT_IN):
+        return _Domain(requirement.values, finite=operator is Operator.IN)
+    return _Domain(frozenset({_ABSENT}), finite=operator is Operator.DOES_NOT_EXIST)
 
 
 def _domains(requirements: Iterable[Requirement]) -> Mapping[str, _Domain]:
