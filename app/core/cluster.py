@@ -161,9 +161,12 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
 
 def pod_change_nodes(old: PodInfo | None, new: PodInfo | None) -> frozenset[str]:
     """The nodes to reconcile after a pod changed from `old` to `new` (None: absent)."""
-    if old is not None and new is not None and policy_view(old) == policy_view(new):
-        return frozenset()
-    return frozenset({pod.node_name for pod in (old, new) if pod is not None} - {""})
+    if old is not None and new is not None:
+        if policy_view(old) == policy_view(new):
+            return frozenset()
+        return frozenset({old.node_name, new.node_name} - {""})
+    present = new if new is not None else old
+    return frozenset() if present is None else frozenset({present.node_name} - {""})
 
 
 def pod_key(pod: PodWire) -> str:
