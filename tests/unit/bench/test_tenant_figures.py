@@ -19,12 +19,30 @@ from bench.tenant_figures import (
     criteria,
     markdown_table,
     parse_load,
+    parse_phases,
     reaction_report,
     windows,
 )
 from devcluster.latency import Step, Trial
 
 IDLE = CpuStat(usage_usec=0, nr_periods=0, nr_throttled=0, throttled_usec=0)
+PHASES = parse_phases("30@1,3@1")
+
+
+def usage(
+    *, peak: float, rest: float, seconds: float = 10.0, every: float = 0.25, offset: float = 0.0
+) -> list[tuple[float, int]]:
+    """The server's usage_usec sampled every ``every`` seconds from ``offset``, using
+    ``peak`` cores in the first second of every two (the busiest phase) and ``rest`` in
+    the other."""
+    samples, used, at = [], 0.0, offset
+    while at <= seconds:
+        samples.append((at, round(used)))
+        step = min(every, 1 - at % 1)
+        used += (peak if at % 2 < 1 else rest) * step * 1e6
+        used += (peak if (at + step) % 2 < 1 else rest) * (every - step) * 1e6
+        at += every
+    return samples
 
 
 def requests(latencies_ms: Sequence[float], *, ok: bool = True) -> list[Request]:
@@ -43,6 +61,7 @@ def run(
     server: CpuStat = IDLE,
     neighbours: Sequence[tuple[int, CpuStat]] = (),
     seconds: float = 10.0,
+    samples: Sequence[tuple[float, int]] = (),
 ) -> Run:
     return Run(
         booking=booking,
@@ -57,6 +76,8 @@ def run(
         neighbours=neighbours,
         limits=[(0.0, 1700), (5.0, 1150)],
         load=1.5,
+        usage=samples,
+        phases=PHASES,
     )
 
 
@@ -163,6 +184,21 @@ def test_each_neighbour_is_measured_against_its_own_request() -> None:
     assert run(neighbours=neighbours, seconds=10.0).neighbour_received == [1.0, 0.5]
 
 
+def test_the_load_schedules_phases_are_read() -> None:
+    assert parse_phases("30@1,3@1.5") == [(30.0, 1.0), (3.0, 1.5)]
+
+
+def test_the_servers_peak_cpu_counts_only_intervals_inside_the_busiest_phase() -> None:
+    # Sampled every 0.25 s: every interval lies in one phase.
+    assert run(samples=usage(peak=0.6, rest=0.1)).peak_cores == pytest.approx(0.6)
+    # Sampled every 0.5 s from 0.3 s: the intervals across a phase's edge are left out.
+    straddled = usage(peak=0.6, rest=0.1, every=0.5, offset=0.3)
+    assert run(samples=straddled).peak_cores == pytest.approx(0.6)
+    # Samples 2 s apart never lie inside a one-second phase: unmeasured, not zero.
+    assert run(samples=usage(peak=0.6, rest=0.1, every=2.0)).peak_cores is None
+    assert run().peak_cores is None
+
+
 def test_a_case_takes_medians_over_its_rounds_and_shows_the_median_round() -> None:
     case = Case(
         [run(round=1, latency_ms=10), run(round=2, latency_ms=30), run(round=3, latency_ms=20)]
@@ -189,10 +225,17 @@ def test_the_criteria_hold_when_headroom_matches_no_limit_and_neighbours_get_the
         *booking("none", static=40.0, unlimited=10.0, headroom=10.5),
         run(mode="static", booking="busy"),
         run(mode="no-limit", booking="busy"),
-        run(mode="headroom", booking="busy", neighbours=busy_neighbour, server=server),
+        run(
+            mode="headroom",
+            booking="busy",
+            neighbours=busy_neighbour,
+            server=server,
+            samples=usage(peak=0.3, rest=0.1),
+        ),
     ]
     found = criteria(Results(runs), busy="busy", calm=("none",))
     assert [c.met for c in found] == [True, True, True, True]
+    assert "worst round: 1.20x its request" in found[3].text
 
 
 def test_the_criteria_fail_on_a_slow_tail_a_throttled_server_or_a_starved_neighbour() -> None:
@@ -204,11 +247,33 @@ def test_the_criteria_fail_on_a_slow_tail_a_throttled_server_or_a_starved_neighb
         run(mode="headroom", booking="none", latency_ms=11.5, server=throttled),
         run(mode="static", booking="busy"),
         run(mode="no-limit", booking="busy"),
-        run(mode="headroom", booking="busy", neighbours=starved, server=throttled),
+        run(
+            mode="headroom",
+            booking="busy",
+            neighbours=starved,
+            server=throttled,
+            samples=usage(peak=0.2, rest=0.2),
+        ),
     ]
     found = criteria(Results(runs), busy="busy", calm=("none",))
     assert [c.met for c in found] == [False, False, False, False]
     assert "96.6% of its request" in found[2].text
+    assert "worst round: 0.80x its request" in found[3].text
+
+
+def test_a_busy_run_with_no_peak_sampled_does_not_meet_the_servers_criterion() -> None:
+    neighbour = [
+        (725, CpuStat(usage_usec=7_250_000, nr_periods=0, nr_throttled=0, throttled_usec=0))
+    ]
+    runs = [
+        *booking("busy", static=40.0, unlimited=10.0, headroom=10.0),
+        run(
+            mode="headroom", booking="busy", neighbours=neighbour, samples=usage(peak=0.5, rest=0.1)
+        ),
+    ]
+    found = criteria(Results(runs), busy="busy", calm=())
+    assert [c.met for c in found] == [True, False]
+    assert "worst round: - its request" in found[1].text
 
 
 def test_windows_give_each_seconds_percentiles() -> None:
@@ -248,6 +313,7 @@ def test_the_docs_table_gives_each_case_against_the_same_bookings_no_limit() -> 
     runs = booking("none", static=40.0, unlimited=10.0, headroom=12.0)
     rows = markdown_table(Results(runs)).splitlines()
     assert rows[0].startswith("| booking | limit | p50 | p99 |")
+    assert "| server's CPU | at its peaks | least a neighbour got |" in rows[0]
     assert rows[2].startswith("| `none` | `static` | 4.00x | 4.00x | 4.00x | 0.0% |")
     assert rows[4].startswith("| `none` | `headroom` | 1.20x |")
     assert rows[4].endswith("| - |")
