@@ -59,29 +59,41 @@ build() {  # the summary line; the whole log only when the build fails
   tail -1 "$build_log"
 }
 # vfs makes even a fully cached build copy every layer, so an image built from the same
-# context (the files .dockerignore admits) on the same base is reused outright.
+# inputs on the same base is reused outright: reuse IMAGE KEY COMMAND... builds IMAGE with
+# COMMAND unless it exists and its last build's inputs hashed to KEY.
+stamps=$cache/containers/build
+mkdir -p "$stamps"
+base_id=$(podman image inspect --format '{{.Id}}' "$base")
+reuse() {
+  local image=$1 key=$2 stamp
+  stamp=$stamps/$(basename "${image%%:*}")-${image##*:}.context
+  shift 2
+  if podman image exists "$image" && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
+    say "reused $image: same inputs and base as its last build"
+  else
+    build "$@"
+    echo "$key" >"$stamp"
+  fi
+}
+inputs_key() {  # the base image and the given files' contents
+  { echo "$base_id"; sort -z | xargs -0 sha256sum; } | sha256sum | cut -d' ' -f1
+}
 image=localhost/kube-headroom:e2e
-stamp=$cache/containers/build/kube-headroom-e2e.context
-context_key=$( {
-  podman image inspect --format '{{.Id}}' "$base"
-  find Dockerfile .dockerignore pyproject.toml README.md app certs webhook reconciler -type f \
-    ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum
-} | sha256sum | cut -d' ' -f1)
-if podman image exists "$image" && [ "$(cat "$stamp" 2>/dev/null)" = "$context_key" ]; then
-  say "reused $image: same context and base as its last build"
-else
-  build make --no-print-directory docker-build IMG="$image" PYTHON_IMAGE="$base"
-  echo "$context_key" >"$stamp"
-fi
+reuse "$image" "$(find Dockerfile .dockerignore pyproject.toml README.md app certs webhook \
+  reconciler -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | inputs_key)" \
+  make --no-print-directory docker-build IMG="$image" PYTHON_IMAGE="$base"
 
 # The Prometheus server and the operator's config reloader, on the same base.
-cp "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus" \
-  "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-config-reloader" "$context/"
 export BUILD_ARGS="BASE_IMAGE=$base"
-build bash hack/image-build.sh "localhost/e2e/prometheus:$PROMETHEUS_VERSION" \
-  "$context" tests/e2e/images/prometheus.Containerfile
-build bash hack/image-build.sh "localhost/e2e/prometheus-config-reloader:$PROMETHEUS_OPERATOR_VERSION" \
-  "$context" tests/e2e/images/prometheus-config-reloader.Containerfile
+e2e_image() {  # e2e_image NAME:TAG BINARY
+  local name=$1 binary=$2 containerfile=tests/e2e/images/${1%%:*}.Containerfile
+  cp "$binary" "$context/"
+  reuse "localhost/e2e/$name" "$(printf '%s\0' "$containerfile" "$binary" | inputs_key)" \
+    bash hack/image-build.sh "localhost/e2e/$name" "$context" "$containerfile"
+}
+e2e_image "prometheus:$PROMETHEUS_VERSION" "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus"
+e2e_image "prometheus-config-reloader:$PROMETHEUS_OPERATOR_VERSION" \
+  "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-config-reloader"
 unset BUILD_ARGS
 rm -rf "$context" "$build_log"
 trap - EXIT
