@@ -27,9 +27,9 @@ The workload, exactly:
   latency is counted from the request's scheduled instant (as wrk2 does), so a stalled
   server's queue shows in it. The schedule alternates one second at 30 requests per
   second with one second at 3, for ``--seconds`` (25). In the emulated guest a request
-  costs the server about 20 ms of CPU in all (the 10 ms of work, then the guest's TCP
-  stack and Go's runtime): about 600m at the peak, 2.4x the request, and 330m on average,
-  under the static limit.
+  costs the server about 18 ms of CPU in all (the 10 ms of work, then the guest's TCP
+  stack and Go's runtime): with no limit, about 570m in the peak seconds, 2.3x the
+  request, and 320m on average.
 - **The limit modes**: ``static``, a limit of 500m (2x the request) in a namespace
   Headroom does not manage; ``no-limit``, no limit, same namespace; ``headroom``, no limit
   written, in a managed namespace, so the webhook seeds one and the reconciler keeps it
@@ -44,9 +44,12 @@ The workload, exactly:
   percent to the emulated guest's late quota timers, whatever the server does).
 
 Each round runs every booking and, within it, the three modes back to back; ``--rounds``
-(3) rounds interleave them. Each run creates the server afresh and waits for its limit to
-settle, then runs the load while sampling the server's ``cpu.max``, and reads the
-``cpu.stat`` of the server and of each neighbour before and after.
+(5) rounds interleave them. Each run creates the server afresh and waits for its limit to
+settle, then runs the load while sampling the server's ``cpu.max`` and CPU every 0.5 s,
+and reads the ``cpu.stat`` of the server and of each neighbour before and after. Over a
+whole run the server uses only what its requests cost, whatever it was allowed; its CPU
+in the sampled intervals inside the peak seconds is what it got while asking for twice
+its request.
 
 Then the reaction under load (``--reaction-trials``, 10): the server alone under Headroom
 (its limit near the node) and loaded as above; 5 s in, a busy neighbour (1500m, limited to
@@ -59,7 +62,7 @@ Prints every run, the medians per case with Headroom's ratios to static and to n
 docs' table, the criteria and the reaction; draws one PNG per booking in ``--out``. The
 node is emulated (about 17x slower than the host): only ratios between cases mean anything.
 
-    make bench-tenant                                  # root; about 40 minutes
+    make bench-tenant                                  # root; about 50 minutes
     make bench-tenant REALNODE_ARGS="--rounds 1 --seconds 10 --reaction-trials 1"
 
 It runs in a network namespace of its own (``hack/realnode.sh --bench-tenant``, which the
@@ -401,7 +404,7 @@ def react(bench: Bench, trials: int) -> list[Reaction]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every case")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every case")
     parser.add_argument("--seconds", type=float, default=25.0, help="each run's load")
     parser.add_argument("--reaction-trials", type=int, default=10)
     parser.add_argument(
