@@ -89,6 +89,22 @@ def booking(name: str, *, static: float, unlimited: float, headroom: float) -> l
     ]
 
 
+def busy(*, neighbours: Sequence[tuple[int, CpuStat]], server: CpuStat, peak: float) -> list[Run]:
+    """The busy booking's three runs; under Headroom, the server at ``peak`` cores in the
+    load's peak seconds and 0.1 in the others."""
+    return [
+        run(mode="static", booking="busy"),
+        run(mode="no-limit", booking="busy"),
+        run(
+            mode="headroom",
+            booking="busy",
+            neighbours=neighbours,
+            server=server,
+            samples=usage(peak=peak, rest=0.1),
+        ),
+    ]
+
+
 def test_the_load_generators_lines_are_read_in_seconds() -> None:
     parsed = parse_load("start\n0.000 12.500 true\n16.667 30.000 false\n")
     assert parsed == [
@@ -223,15 +239,7 @@ def test_the_criteria_hold_when_headroom_matches_no_limit_and_neighbours_get_the
     server = CpuStat(usage_usec=3_000_000, nr_periods=100, nr_throttled=0, throttled_usec=0)
     runs = [
         *booking("none", static=40.0, unlimited=10.0, headroom=10.5),
-        run(mode="static", booking="busy"),
-        run(mode="no-limit", booking="busy"),
-        run(
-            mode="headroom",
-            booking="busy",
-            neighbours=busy_neighbour,
-            server=server,
-            samples=usage(peak=0.3, rest=0.1),
-        ),
+        *busy(neighbours=busy_neighbour, server=server, peak=0.3),
     ]
     found = criteria(Results(runs), busy="busy", calm=("none",))
     assert [c.met for c in found] == [True, True, True, True]
@@ -245,15 +253,7 @@ def test_the_criteria_fail_on_a_slow_tail_a_throttled_server_or_a_starved_neighb
         run(mode="static", booking="none"),
         run(mode="no-limit", booking="none", latency_ms=10.0),
         run(mode="headroom", booking="none", latency_ms=11.5, server=throttled),
-        run(mode="static", booking="busy"),
-        run(mode="no-limit", booking="busy"),
-        run(
-            mode="headroom",
-            booking="busy",
-            neighbours=starved,
-            server=throttled,
-            samples=usage(peak=0.2, rest=0.2),
-        ),
+        *busy(neighbours=starved, server=throttled, peak=0.2),
     ]
     found = criteria(Results(runs), busy="busy", calm=("none",))
     assert [c.met for c in found] == [False, False, False, False]
