@@ -63,9 +63,9 @@ from app.io.kubeconfig import async_api_client
 from app.io.reflector import DEFAULT_PAGE_SIZE, cache_reflectors
 from devcluster import ControlPlane, locate_binaries
 from devcluster.binaries import kubernetes_version
-from devcluster.controlplane import free_port
 from devcluster.nodes import simulated_node
 from devcluster.oracle import Oracle
+from devcluster.ports import free_port
 from devcluster.timestamps import epoch_seconds
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,7 +21,6 @@ import datetime
 import os
 import re
 import shutil
-import socket
 import ssl
 import statistics
 import sys
@@ -40,6 +39,7 @@ from aiohttp import web
 
 from app.core import apipaths
 from certs.generate import generate_ca, generate_serving
+from devcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -166,13 +166,6 @@ async def start_api() -> tuple[web.AppRunner, int]:
 # -- the webhook process --------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class Server:
     process: asyncio.subprocess.Process
@@ -204,7 +197,7 @@ def write_certs(workdir: Path) -> Path:
 
 async def start_minimal(certs: Path) -> Server:
     """The perf-facts ceiling handler, same stack, for a same-machine ratio."""
-    port = _free_port()
+    port = free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.minimal_webhook", str(port), str(certs), cwd=REPO
     )
@@ -237,13 +230,13 @@ async def start_webhook(workdir: Path, api_port: int) -> Server:
             }
         )
     )
-    port, probe = _free_port(), _free_port()
+    port, probe = free_port(), free_port()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "webhook.main",
         f"--bind-address=127.0.0.1:{port}",
-        f"--metrics-bind-address=127.0.0.1:{_free_port()}",
+        f"--metrics-bind-address=127.0.0.1:{free_port()}",
         "--metrics-secure=false",
         f"--health-probe-bind-address=127.0.0.1:{probe}",
         f"--cert-dir={certs}",

@@ -24,7 +24,8 @@ from pathlib import Path
 from certs.generate import generate_ca, generate_serving
 from devcluster.binaries import REPO, pinned_versions
 from devcluster.containers import cache_root
-from devcluster.controlplane import ControlPlaneError, die_with_parent, free_port
+from devcluster.controlplane import ControlPlaneError, die_with_parent
+from devcluster.ports import free_port
 
 BUILD_SCRIPT = REPO / "hack" / "build-e2e.sh"
 

@@ -12,7 +12,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -32,6 +31,7 @@ from devcluster.pki import (
     write_kubelet_client_pki,
     write_node_pki,
 )
+from devcluster.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +48,6 @@ def die_with_parent() -> None:
     # A control plane must not outlive a killed test run.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class ControlPlaneError(RuntimeError):

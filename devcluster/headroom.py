@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME
-from devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
+from devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent
+from devcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent

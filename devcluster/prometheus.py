@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from devcluster.addons import HostProcess, prometheus_binary, spawn, wait_until
-from devcluster.controlplane import free_port
+from devcluster.ports import free_port
 
 Labels = dict[str, str]
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, CONFIG_PLURAL, GROUP, VERSION
-from devcluster.controlplane import free_port
+from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
 from tests.integration.rbac import (
     JSON,

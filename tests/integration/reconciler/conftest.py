@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from devcluster.controlplane import free_port
+from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
 from tests.integration.rbac import RECONCILER, chart_rbac, service_account_kubeconfig
 from tests.integration.reconciler import manifests

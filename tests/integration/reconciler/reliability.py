@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from devcluster import ControlPlane, locate_binaries
-from devcluster.controlplane import free_port
 from devcluster.oracle import BackgroundOracle
+from devcluster.ports import free_port
 from tests.integration.conftest import ARTIFACTS, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RECONCILER, chart_rbac, service_account_kubeconfig
 from tests.integration.reconciler.conftest import Reconciler

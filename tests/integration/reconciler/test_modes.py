@@ -5,8 +5,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from certs.cli import main as headroom_certs
-from devcluster.controlplane import free_port
 from devcluster.headroom import render_webhook_configurations
+from devcluster.ports import free_port
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import container, pod

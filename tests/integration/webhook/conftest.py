@@ -25,8 +25,8 @@ import pytest
 from cryptography import x509
 
 from certs.cli import main as headroom_certs
-from devcluster.controlplane import free_port
 from devcluster.headroom import render_webhook_configurations
+from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
 from tests.integration.rbac import WEBHOOK, chart_rbac, service_account_kubeconfig
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.tenant_figures import parse_load
-from devcluster.controlplane import free_port
+from devcluster.ports import free_port
 
 SOURCE = Path(__file__).resolve().parents[2] / "realnode" / "images" / "probe" / "main.go"
 # /proc/<pid>/stat counts CPU time in clock ticks.

@@ -1,6 +1,5 @@
 """The real ``headroom-webhook`` process on loopback, for tests of the process itself."""
 
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,7 @@ import httpx
 import yaml
 
 from certs.cli import main as headroom_certs
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from devcluster.ports import free_port
 
 
 def unreachable_kubeconfig(tmp_path: Path) -> Path:
@@ -29,7 +22,7 @@ def unreachable_kubeconfig(tmp_path: Path) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{_free_port()}"}}],
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{free_port()}"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
@@ -52,7 +45,7 @@ def webhook_process(tmp_path: Path) -> Iterator[Running]:
     unreachable = unreachable_kubeconfig(tmp_path)
     certs = tmp_path / "certs"
     assert headroom_certs(["--out-dir", str(certs), "--ip", "127.0.0.1"]) == 0
-    ports = {"webhook": _free_port(), "metrics": _free_port(), "probe": _free_port()}
+    ports = {"webhook": free_port(), "metrics": free_port(), "probe": free_port()}
     log = (tmp_path / "webhook.log").open("w+")
     process = subprocess.Popen(
         [
