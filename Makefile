@@ -157,6 +157,11 @@ realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubel
 bench-realnode: $(STAMP) control-plane ## Neighbour binding/deletion to cpu.max on a real kubelet: p50/p90/max (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench
 
+.PHONY: bench-realnode-pull
+bench-realnode-pull: $(STAMP) control-plane ## The chart's images pulled by a real kubelet from the local registry, Headroom's imports in the guest (root)
+	bash hack/e2e.sh --images
+	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench-pull
+
 .PHONY: bench-tenant
 bench-tenant: $(STAMP) control-plane ## A tenant's server under Headroom, static limits and no limit on a real kubelet: latency, throttling, neighbours (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench-tenant

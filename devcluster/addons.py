@@ -208,17 +208,19 @@ def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
 
 @dataclass
 class Registry:
-    """distribution's registry on 127.0.0.1 over TLS, with a CA of its own in ``cert_dir``
-    (``ca.crt``: what podman's ``--cert-dir`` and helm's ``SSL_CERT_FILE`` trust)."""
+    """distribution's registry over TLS, with a CA of its own in ``cert_dir`` (``ca.crt``:
+    what podman's ``--cert-dir``, helm's ``SSL_CERT_FILE`` and the real nodes' containerd
+    trust), on loopback or, for real nodes, on an address of the guest network."""
 
     binary: Path
     work_dir: Path
+    address: str = "127.0.0.1"
     process: HostProcess | None = None
     port: int = 0
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.address}:{self.port}"
 
     @property
     def cert_dir(self) -> Path:
@@ -237,7 +239,7 @@ class Registry:
         serving = generate_serving(
             ca=ca,
             dns_names=("localhost",),
-            ip_addresses=("127.0.0.1",),
+            ip_addresses=tuple(dict.fromkeys(("127.0.0.1", self.address))),
             valid_for=datetime.timedelta(days=2),
             now=now,
         )

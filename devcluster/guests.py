@@ -22,7 +22,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,9 @@ PROBE_IMAGE = "localhost/headroom/probe:1"
 AGENT_PORT = "headroom.agent"
 # Written by the node's init once containerd holds the images.
 IMAGES_IMPORTED = "/run/headroom/images-imported"
+# containerd's registry hosts directory (``config_path`` in hack/realnode/containerd.toml):
+# the per-boot share's ``certs.d``.
+REGISTRY_HOSTS = f"{CONFIG_MOUNT}/certs.d"
 
 
 class GuestError(RuntimeError):
@@ -75,6 +78,33 @@ class GuestImage:
                 "(make realnode builds it)"
             )
         return image
+
+
+@dataclass(frozen=True)
+class RegistryMirror:
+    """Pulls from ``upstream`` (a registry host, such as the chart image's) go to
+    ``endpoint`` (``https://host:port``), whose certificate ``ca_pem`` signed."""
+
+    upstream: str
+    endpoint: str
+    ca_pem: bytes
+
+
+def registry_hosts(mirrors: Sequence[RegistryMirror]) -> dict[str, str | bytes]:
+    """containerd's hosts directory for ``mirrors``: each upstream's ``hosts.toml`` and the
+    CA it trusts, by path below ``certs.d``. A guest has no route out, so an image the
+    mirror lacks fails its pull rather than reaching the upstream."""
+    files: dict[str, str | bytes] = {}
+    for mirror in mirrors:
+        directory = mirror.upstream
+        files[f"{directory}/ca.crt"] = mirror.ca_pem
+        files[f"{directory}/hosts.toml"] = (
+            f'server = "https://{mirror.upstream}"\n\n'
+            f'[host."{mirror.endpoint}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+            f'  ca = "{REGISTRY_HOSTS}/{directory}/ca.crt"\n'
+        )
+    return files
 
 
 @dataclass(frozen=True)
@@ -204,9 +234,22 @@ class Guest:
     def config_dir(self) -> Path:
         return self.work_dir / "config"
 
-    def write_config(self, plane: ControlPlane, *, indices: list[int]) -> None:
+    def write_config(
+        self,
+        plane: ControlPlane,
+        *,
+        indices: list[int],
+        mirrors: Sequence[RegistryMirror] = (),
+    ) -> None:
         config = self.config_dir
         config.mkdir(parents=True, exist_ok=True)
+        for relative, content in registry_hosts(mirrors).items():
+            path = config / "certs.d" / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
         pki = plane.node_pki(self.name, ip=self.spec.address)
         for source, name in (
             (plane.ca_file, "ca.crt"),

@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from app.core.apipaths import NODES
+from devcluster.addons import Registry
 from devcluster.binaries import locate_binaries
 from devcluster.controlplane import ControlPlane, KubeletAccess
-from devcluster.guests import Guest, GuestError, GuestImage, NodeSpec
+from devcluster.guests import Guest, GuestError, GuestImage, NodeSpec, RegistryMirror
 from devcluster.kubeapi import KubeAPI, KubeAPIError
 from devcluster.kubepods import PodNotStartedError, container_cgroup, pod_cgroup
 from devcluster.realnet import HOST_ADDRESS, GuestNetwork
@@ -66,6 +67,10 @@ class RealCluster:
     specs: Sequence[NodeSpec] = FLEET
     bin_dir: Path = field(default_factory=locate_binaries)
     boot_timeout: float = 300.0
+    # A local registry on the guest network, started with the cluster: the nodes pull
+    # from it, for its own host and for each of ``mirrored`` (registry hosts).
+    registry: Registry | None = None
+    mirrored: Sequence[str] = ()
     plane: ControlPlane = field(init=False)
     network: GuestNetwork = field(default_factory=GuestNetwork, init=False)
     guests: dict[str, Guest] = field(default_factory=dict, init=False)
@@ -87,6 +92,7 @@ class RealCluster:
         image = GuestImage.locate()
         self.network.setup()
         try:
+            mirrors = self._start_registry()
             self.plane.start()
             indices = [spec.index for spec in self.specs]
             for spec in self.specs:
@@ -97,7 +103,7 @@ class RealCluster:
                     work_dir=self.work_dir / "guests" / spec.name,
                     run_dir=self.run_dir,
                 )
-                guest.write_config(self.plane, indices=indices)
+                guest.write_config(self.plane, indices=indices, mirrors=mirrors)
                 self.guests[spec.name] = guest
             for guest in self.guests.values():
                 guest.start()
@@ -107,6 +113,17 @@ class RealCluster:
         except BaseException:
             self.stop()
             raise
+
+    def _start_registry(self) -> list[RegistryMirror]:
+        if self.registry is None:
+            return []
+        self.registry.address = HOST_ADDRESS
+        self.registry.start()
+        endpoint, ca = f"https://{self.registry.host}", self.registry.ca_file.read_bytes()
+        return [
+            RegistryMirror(upstream=upstream, endpoint=endpoint, ca_pem=ca)
+            for upstream in dict.fromkeys((self.registry.host, *self.mirrored))
+        ]
 
     def _wait_ready(self) -> None:
         api = self.api
@@ -165,6 +182,8 @@ class RealCluster:
         for guest in self.guests.values():
             guest.stop()
         self.plane.stop()
+        if self.registry is not None:
+            self.registry.stop()
         self.network.teardown()
 
     def __enter__(self) -> RealCluster:

@@ -7,7 +7,8 @@
 #  2. in the build store (python -m devcluster.containers env): imports the base image,
 #     builds Headroom's image with `make docker-build` on it, and the two Prometheus images;
 #  3. runs tests/e2e in a network and mount namespace of its own, so the pod network,
-#     network namespaces and tmpfs mounts it makes never touch the machine's.
+#     network namespaces and tmpfs mounts it makes never touch the machine's; with
+#     --images, stops after step 2 (make bench-realnode-pull pushes those images).
 #
 #   E2E_ARGS  extra pytest arguments
 set -euo pipefail
@@ -101,6 +102,10 @@ trap - EXIT
 # ones are the build cache (the builder stage's are untagged), so only old ones go.
 podman image prune --force --filter until=72h >/dev/null
 $python -m devcluster.containers release
+if [ "${1:-}" = --images ]; then
+  say "images ready in the build store"
+  exit 0
+fi
 
 say "running tests/e2e in a network and mount namespace of its own"
 # /run/netns gets a tmpfs of its own, so the pods' network namespaces vanish with the run.

@@ -43,7 +43,14 @@ from devcluster.addons import (
     start_prometheus_operator,
 )
 from devcluster.binaries import pinned_versions
-from devcluster.containers import Engine, Mirror, build_engine
+from devcluster.containers import (
+    HEADROOM_IMAGE,
+    PROMETHEUS_IMAGE,
+    RELOADER_IMAGE,
+    Engine,
+    Mirror,
+    build_engine,
+)
 from devcluster.demo import Narrator
 from devcluster.kubeapi import KubeAPI
 from devcluster.nodes import simulated_node
@@ -69,9 +76,7 @@ IMAGE_PATH = VALUES["image"]["repository"].split("/", 1)[1]
 # The runbook's chart repository, below the registry host: oci://ghcr.io/<this>/<chart>.
 CHART_REPOSITORY_PATH = "karlkfi/charts"
 # What hack/e2e.sh builds into the build store.
-BUILT_IMAGE = "localhost/kube-headroom:e2e"
-PROMETHEUS_IMAGE = "localhost/e2e/prometheus"
-RELOADER_IMAGE = "localhost/e2e/prometheus-config-reloader"
+BUILT_IMAGE = HEADROOM_IMAGE
 WORKLOAD_NODE = "e2e-workload"
 WORKLOAD_TAINT = ("e2e", "workload")
 SYSTEM_NODES = ("e2e-node-1", "e2e-node-2")

@@ -2,15 +2,19 @@
 command line that boots it."""
 
 import shlex
+import tomllib
 from pathlib import Path
 
 from devcluster.guests import (
+    REGISTRY_HOSTS,
     Guest,
     GuestImage,
     NodeSpec,
+    RegistryMirror,
     cni_configuration,
     kubelet_configuration,
     node_environment,
+    registry_hosts,
 )
 from devcluster.realnodes import STATIC, WORKLOAD
 
@@ -69,3 +73,43 @@ def test_qemu_emulates_the_guest_on_its_tap_with_a_throwaway_root_disk(tmp_path:
     assert "ifname=hrtap3" in args[args.index("-netdev") + 1]
     assert "readonly=on" in args[args.index("-virtfs") + 1]
     assert pairs["-serial"] == f"file:{guest.console}"
+
+
+def test_each_mirrored_registry_gets_its_hosts_file_and_the_ca_it_trusts() -> None:
+    ca = b"-----BEGIN CERTIFICATE-----\n...\n"
+    endpoint = "https://10.251.0.1:21000"
+    files = registry_hosts(
+        [
+            RegistryMirror(upstream="10.251.0.1:21000", endpoint=endpoint, ca_pem=ca),
+            RegistryMirror(upstream="ghcr.io", endpoint=endpoint, ca_pem=ca),
+        ]
+    )
+    assert set(files) == {
+        "10.251.0.1:21000/hosts.toml",
+        "10.251.0.1:21000/ca.crt",
+        "ghcr.io/hosts.toml",
+        "ghcr.io/ca.crt",
+    }
+    assert files["ghcr.io/ca.crt"] == ca
+    hosts = tomllib.loads(str(files["ghcr.io/hosts.toml"]))
+    assert hosts == {
+        "server": "https://ghcr.io",
+        "host": {
+            endpoint: {
+                "capabilities": ["pull", "resolve"],
+                "ca": f"{REGISTRY_HOSTS}/ghcr.io/ca.crt",
+            }
+        },
+    }
+
+
+def test_no_mirror_no_hosts_files() -> None:
+    assert registry_hosts([]) == {}
+
+
+def test_the_guests_containerd_reads_its_registry_hosts_where_the_harness_writes_them() -> None:
+    config = tomllib.loads(
+        (Path(__file__).parents[3] / "hack/realnode/containerd.toml").read_text()
+    )
+    images = config["plugins"]["io.containerd.cri.v1.images"]
+    assert images["registry"]["config_path"] == REGISTRY_HOSTS
