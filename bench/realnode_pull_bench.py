@@ -13,6 +13,7 @@ Headroom pod imports the webhook's and the reconciler's modules and prints how l
 took, which the benchmark sets beside the same import on the host.
 
     make bench-realnode-pull              # root; builds the images as make e2e does
+    make bench-realnode-pull REALNODE_ARGS="--compression zstd"
 
 It must run in a network namespace of its own (``hack/realnode.sh --bench-pull``, which
 the make target runs): the guest's and the registry's addresses exist only there.
@@ -172,6 +173,13 @@ def _host_import_seconds() -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed per pod")
+    parser.add_argument(
+        "--compression",
+        choices=("gzip", "zstd"),
+        default="gzip",
+        help="how the pushed layers are compressed (gzip: what podman and docker push by "
+        "default; zstd: faster to unpack)",
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="headroom-bench-pull-"))
     run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
@@ -198,9 +206,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             step = time.monotonic()
             build.podman(
                 "push", "--quiet", f"--cert-dir={registry.cert_dir}",
+                f"--compression-format={args.compression}", "--force-compression",
                 image.local, f"docker://{registry.host}/{image.repository}",
             )  # fmt: skip
-            print(f"pushed {image.local} in {time.monotonic() - step:.1f}s", flush=True)
+            print(
+                f"pushed {image.local} ({args.compression}) in {time.monotonic() - step:.1f}s",
+                flush=True,
+            )
         cluster.plane.kubectl("create", "namespace", NAMESPACE)
         total = 0.0
         for index, image in enumerate(images):
