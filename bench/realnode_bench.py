@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from app.core.apipaths import PODS
 from app.core.labels import MODE_LABEL
@@ -33,7 +30,7 @@ from app.core.quantity import parse_cpu_millis
 from devcluster.guests import PROBE_IMAGE
 from devcluster.headroom import enforcing
 from devcluster.latency import CeilingTrials, Trial, report
-from devcluster.realnodes import WORKLOAD, RealCluster
+from devcluster.realnodes import WORKLOAD, RealCluster, throwaway_cluster
 
 MANAGED = "bench-managed"
 NEIGHBOURS = "bench-neighbours"
@@ -79,18 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.trials < 1:
         parser.error("--trials must be at least 1")
-    work = Path(tempfile.mkdtemp(prefix="headroom-bench-realnode-"))
-    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
-    cluster = RealCluster(work_dir=work, run_dir=run_dir, specs=(WORKLOAD,))
-    try:
-        started = time.monotonic()
-        cluster.start()
-        print(
-            f"control plane and guest up in {time.monotonic() - started:.1f}s; "
-            f"{WORKLOAD.name} Ready {cluster.ready_after[WORKLOAD.name]:.1f}s after qemu started"
-        )
+    with throwaway_cluster((WORKLOAD,), prefix="headroom-bench-realnode-") as cluster:
+        print(cluster.startup())
         plane = cluster.plane
-        with enforcing(plane, work / "headroom"):
+        with enforcing(plane, cluster.work_dir / "headroom"):
             plane.kubectl("create", "namespace", NEIGHBOURS)
             plane.kubectl("create", "namespace", MANAGED)
             plane.kubectl("label", "namespace", MANAGED, f"{MODE_LABEL}=managed")
@@ -126,10 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(report(trials.run(args.trials, progress=progress)))
         return 0
-    finally:
-        cluster.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

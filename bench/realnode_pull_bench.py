@@ -42,9 +42,10 @@ from devcluster.containers import (
     HEADROOM_IMAGE,
     PROMETHEUS_IMAGE,
     RELOADER_IMAGE,
+    Engine,
     build_engine,
 )
-from devcluster.realnodes import WORKLOAD, RealCluster
+from devcluster.realnodes import WORKLOAD, RealCluster, throwaway_cluster
 
 NAMESPACE = "bench-pull"
 CHART_VALUES = yaml.safe_load((REPO / "chart/kube-headroom/values.yaml").read_text())
@@ -181,61 +182,58 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default; zstd: faster to unpack)",
     )
     args = parser.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="headroom-bench-pull-"))
-    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
-    registry = Registry(binary=addon_paths().docker_registry, work_dir=work / "registry")
-    cluster = RealCluster(
-        work_dir=work,
-        run_dir=run_dir,
-        specs=(WORKLOAD,),
-        registry=registry,
-        mirrored=(CHART_REGISTRY,),
-    )
     build = build_engine()
+    registry_dir = Path(tempfile.mkdtemp(prefix="headroom-bench-registry-"))
+    registry = Registry(binary=addon_paths().docker_registry, work_dir=registry_dir)
     try:
-        started = time.monotonic()
-        cluster.start()
-        print(
-            f"control plane, registry and guest up in {time.monotonic() - started:.1f}s; "
-            f"{WORKLOAD.name} Ready {cluster.ready_after[WORKLOAD.name]:.1f}s after qemu started"
-        )
-        images = _images(registry)
-        for image in images:
-            if build.inspect("image", image.local) is None:
-                raise SystemExit(f"{image.local} is not in the build store: run make e2e first")
-            step = time.monotonic()
-            build.podman(
-                "push", "--quiet", f"--cert-dir={registry.cert_dir}",
-                f"--compression-format={args.compression}", "--force-compression",
-                image.local, f"docker://{registry.host}/{image.repository}",
-            )  # fmt: skip
-            print(
-                f"pushed {image.local} ({args.compression}) in {time.monotonic() - step:.1f}s",
-                flush=True,
-            )
-        cluster.plane.kubectl("create", "namespace", NAMESPACE)
-        total = 0.0
-        for index, image in enumerate(images):
-            name = f"pull-{index}"
-            pull, finished = _run(cluster, name, image, timeout=args.timeout)
-            total += pull.seconds
-            print(
-                f"{image.pod_image}: pulled in {pull.seconds:.1f}s "
-                f"({pull.size_bytes / 1e6:.0f} MB), created to completed in {finished:.1f}s",
-                flush=True,
-            )
-            if image.local == HEADROOM_IMAGE:
-                logs = cluster.plane.kubectl("logs", name, "-n", NAMESPACE).strip()
-                print(
-                    f"  webhook and reconciler modules in the guest: {logs}; "
-                    f"on the host: imported in {_host_import_seconds():.2f}s"
-                )
-        print(f"every pull, one after another: {total:.1f}s")
+        with throwaway_cluster(
+            (WORKLOAD,),
+            prefix="headroom-bench-pull-",
+            registry=registry,
+            mirrored=(CHART_REGISTRY,),
+        ) as cluster:
+            print(cluster.startup(), flush=True)
+            _measure(cluster, registry, build, args.compression, timeout=args.timeout)
         return 0
     finally:
-        cluster.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(registry_dir, ignore_errors=True)
+
+
+def _measure(
+    cluster: RealCluster, registry: Registry, build: Engine, compression: str, *, timeout: float
+) -> None:
+    images = _images(registry)
+    for image in images:
+        if build.inspect("image", image.local) is None:
+            raise SystemExit(f"{image.local} is not in the build store: run make e2e first")
+        step = time.monotonic()
+        build.podman(
+            "push", "--quiet", f"--cert-dir={registry.cert_dir}",
+            f"--compression-format={compression}", "--force-compression",
+            image.local, f"docker://{registry.host}/{image.repository}",
+        )  # fmt: skip
+        print(
+            f"pushed {image.local} ({compression}) in {time.monotonic() - step:.1f}s",
+            flush=True,
+        )
+    cluster.plane.kubectl("create", "namespace", NAMESPACE)
+    total = 0.0
+    for index, image in enumerate(images):
+        name = f"pull-{index}"
+        pull, finished = _run(cluster, name, image, timeout=timeout)
+        total += pull.seconds
+        print(
+            f"{image.pod_image}: pulled in {pull.seconds:.1f}s "
+            f"({pull.size_bytes / 1e6:.0f} MB), created to completed in {finished:.1f}s",
+            flush=True,
+        )
+        if image.local == HEADROOM_IMAGE:
+            logs = cluster.plane.kubectl("logs", name, "-n", NAMESPACE).strip()
+            print(
+                f"  webhook and reconciler modules in the guest: {logs}; "
+                f"on the host: imported in {_host_import_seconds():.2f}s"
+            )
+    print(f"every pull, one after another: {total:.1f}s")
 
 
 if __name__ == "__main__":

@@ -73,9 +73,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -106,7 +104,7 @@ from devcluster.guests import PROBE_IMAGE, Guest, NodeSpec
 from devcluster.headroom import enforcing
 from devcluster.kubepods import CGROUP_ROOT, container_cgroup, cpu_max_millis
 from devcluster.latency import CeilingTrials, neighbour
-from devcluster.realnodes import RealCluster
+from devcluster.realnodes import RealCluster, throwaway_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 # Reserved as an operator reserves what a node's daemons use, here with a CPU to spare
@@ -413,21 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.seconds < 4 or args.reaction_trials < 0:
         parser.error("--rounds must be at least 1, --seconds at least 4, trials at least 0")
-    work = Path(tempfile.mkdtemp(prefix="headroom-bench-tenant-"))
-    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
-    cluster = RealCluster(work_dir=work, run_dir=run_dir, specs=(NODE,))
-    try:
-        started = time.monotonic()
-        cluster.start()
-        print(
-            f"control plane and guest up in {time.monotonic() - started:.1f}s; "
-            f"{NODE.name} Ready {cluster.ready_after[NODE.name]:.1f}s after qemu started",
-            flush=True,
-        )
+    with throwaway_cluster((NODE,), prefix="headroom-bench-tenant-") as cluster:
+        print(cluster.startup(), flush=True)
         plane = cluster.plane
         node = cluster.api.get(NODES.path(name=NODE.name)) or {}
         allocatable = parse_cpu_millis(str(node["status"]["allocatable"]["cpu"]))
-        with enforcing(plane, work / "headroom"):
+        with enforcing(plane, cluster.work_dir / "headroom"):
             for namespace in (MANAGED, PLAIN, NEIGHBOURS):
                 plane.kubectl("create", "namespace", namespace)
             plane.kubectl("label", "namespace", MANAGED, f"{MODE_LABEL}=managed")
@@ -475,10 +464,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
         return 0
-    finally:
-        cluster.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

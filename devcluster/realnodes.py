@@ -19,7 +19,10 @@ The standard fleet, sized for a 2-core machine whose guests are emulated:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,8 +77,10 @@ class RealCluster:
     plane: ControlPlane = field(init=False)
     network: GuestNetwork = field(default_factory=GuestNetwork, init=False)
     guests: dict[str, Guest] = field(default_factory=dict, init=False)
-    # Seconds from each guest's qemu start to its node's Ready condition.
+    # Seconds from each guest's qemu start to its node's Ready condition, and from
+    # start() to every node Ready.
     ready_after: dict[str, float] = field(default_factory=dict, init=False)
+    up_after: float = field(default=0.0, init=False)
 
     def __post_init__(self) -> None:
         self.plane = ControlPlane(
@@ -89,6 +94,7 @@ class RealCluster:
         return KubeAPI(server=self.plane.server, token=self.plane.token, ca_file=self.plane.ca_file)
 
     def start(self) -> None:
+        started = time.monotonic()
         image = GuestImage.locate()
         self.network.setup()
         try:
@@ -110,6 +116,7 @@ class RealCluster:
             self._wait_ready()
             for guest in self.guests.values():
                 guest.wait_for_images(timeout=120)
+            self.up_after = time.monotonic() - started
         except BaseException:
             self.stop()
             raise
@@ -155,6 +162,13 @@ class RealCluster:
                 )
             time.sleep(0.5)
 
+    def startup(self) -> str:
+        """How long the start took, for a benchmark's first line."""
+        return f"control plane and guests up in {self.up_after:.1f}s; " + ", ".join(
+            f"{name} Ready {seconds:.1f}s after qemu started"
+            for name, seconds in self.ready_after.items()
+        )
+
     def guest(self, name: str) -> Guest:
         return self.guests[name]
 
@@ -192,3 +206,22 @@ class RealCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def throwaway_cluster(
+    specs: Sequence[NodeSpec], *, prefix: str, **options: Any
+) -> Iterator[RealCluster]:
+    """A started ``RealCluster`` of ``specs`` in directories of its own, stopped and
+    removed afterwards: a benchmark's cluster."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    # qemu's agent sockets need a short path.
+    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
+    cluster = RealCluster(work_dir=work, run_dir=run_dir, specs=specs, **options)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
