@@ -50,9 +50,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 
 .PHONY: test
 test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
-	$(BIN)/pytest -n $(TEST_WORKERS) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory e2e
-	$(MAKE) --no-print-directory realnode
+	bash hack/tiers.sh -n $(TEST_WORKERS) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)

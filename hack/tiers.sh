@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# make test's tiers, in order: unit and integration (pytest, with the arguments given),
+# then end-to-end and real-node.
+#
+# On a machine whose caches are cold, the end-to-end and real-node parts (Go builds,
+# debootstrap) take about 18 minutes; they build meanwhile, at the lowest CPU priority, in
+# whatever the tests leave idle, and the two tiers' own build steps then find them
+# cached. On a warm machine that build is a no-op. Needs root (debootstrap), as those
+# tiers do; without it, only the tiers' own steps build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+log=_artifacts/parts-build.log
+parts=
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p _artifacts
+  setsid nice -n 19 bash -c 'bash hack/build-e2e.sh &&
+    PYTHON=.venv/bin/python bash hack/build-realnode.sh >/dev/null' >"$log" 2>&1 &
+  parts=$!
+  # A failed tier stops make test: the build goes with it.
+  trap 'kill -TERM -- -"$parts" 2>/dev/null || true' EXIT
+fi
+.venv/bin/pytest "$@"
+if [ -n "$parts" ]; then
+  echo "tiers: waiting for the end-to-end and real-node parts (log $log)"
+  if ! wait "$parts"; then
+    tail -40 "$log"
+    echo "tiers: building the end-to-end and real-node parts failed (log $log)"
+    exit 1
+  fi
+  trap - EXIT
+  grep -E '^\[[a-z-]+\] .*: [0-9]+s$' "$log" || true
+fi
+make --no-print-directory e2e
+make --no-print-directory realnode
