@@ -14,6 +14,13 @@ CGROUP_ROOT = "/sys/fs/cgroup/kubepods"
 _QOS_DIRECTORIES = {"Guaranteed": "", "Burstable": "burstable", "BestEffort": "besteffort"}
 
 
+# Every pod's cgroup, whatever its QoS class: a node runs no pod when none matches.
+POD_CGROUPS = tuple(
+    "/".join(filter(None, (CGROUP_ROOT, directory, "pod*", "cgroup.procs")))
+    for directory in _QOS_DIRECTORIES.values()
+)
+
+
 class PodNotStartedError(LookupError):
     """The pod (or container) has no cgroup yet: it is not bound, or not started."""
 

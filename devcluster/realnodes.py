@@ -35,7 +35,7 @@ from devcluster.binaries import locate_binaries
 from devcluster.controlplane import ControlPlane, KubeletAccess
 from devcluster.guests import Guest, GuestError, GuestImage, NodeSpec, RegistryMirror
 from devcluster.kubeapi import KubeAPI, KubeAPIError
-from devcluster.kubepods import PodNotStartedError, container_cgroup, pod_cgroup
+from devcluster.kubepods import POD_CGROUPS, PodNotStartedError, container_cgroup, pod_cgroup
 from devcluster.realnet import HOST_ADDRESS, GuestNetwork
 
 logger = logging.getLogger(__name__)
@@ -161,6 +161,20 @@ class RealCluster:
                     )
                 )
             time.sleep(0.5)
+
+    def wait_quiet(self, *, timeout: float) -> None:
+        """Until no guest has a pod's cgroup left: every container the kubelets were
+        stopping is gone. A pod deleted with no grace period leaves the API at once, and
+        an emulated kubelet can take a minute to stop its containers behind it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = {guest.name: sorted(guest.read(*POD_CGROUPS)) for guest in self}
+            left = {name: paths for name, paths in left.items() if paths}
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise GuestError(f"pods still running after {timeout}s: {left}")
+            time.sleep(1)
 
     def startup(self) -> str:
         """How long the start took, for a benchmark's first line."""

@@ -108,6 +108,13 @@ def real_cluster(
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def quiet_nodes(real_cluster: RealCluster) -> None:
+    """Each test starts once the kubelets have stopped the last test's containers, so
+    its pods do not queue behind that work (on a slow machine, a minute or more)."""
+    real_cluster.wait_quiet(timeout=300)
+
+
 @pytest.fixture(scope="session")
 def control_plane(real_cluster: RealCluster) -> Cluster:
     """The integration tier's view of a control plane, so its fixtures work here."""
@@ -303,7 +310,7 @@ def wait_agreed(
     pod: str,
     *,
     until: Callable[[Observation], bool] = lambda seen: True,
-    timeout: float = 60.0,
+    timeout: float = 180.0,
 ) -> Observation:
     """Until spec, kubelet status and cgroups agree on every limit of ``pod`` (and
     ``until`` holds for what they agree on)."""

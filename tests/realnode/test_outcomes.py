@@ -246,12 +246,16 @@ def test_infeasible_on_a_swap_node_backs_headroom_off(
         what="Headroom's resize after the back-off",
     )
     assert headroom_resizes(real_cluster.plane, managed_namespace, "cache") == sent + 1
-    eventually(lambda: reconciler.resizes(Result.INFEASIBLE) == 2, what="the second Infeasible")
+    eventually(
+        lambda: reconciler.resizes(Result.INFEASIBLE) == 2, timeout=90, what="the second Infeasible"
+    )
     condition = pending(kubelets, managed_namespace, "cache")
     assert condition is not None
     assert condition["reason"] == "Infeasible"
     eventually(
-        lambda: warnings(control_plane, managed_namespace, "cache") == 2, what="a second warning"
+        lambda: warnings(control_plane, managed_namespace, "cache") == 2,
+        timeout=90,
+        what="a second warning",
     )
     # Nothing was applied: the kubelet still runs the pod at its last feasible limit.
     kept = kubelets.observe(managed_namespace, "cache").containers["app"]

@@ -72,7 +72,7 @@ def test_a_neighbour_lowers_the_limit_its_deletion_raises_it_and_go_follows(
         assert headroom_limit(reconciler, managed_namespace, "go") == limit_m
         eventually(
             lambda: gomaxprocs(control_plane, managed_namespace, "go")[-1:] == [procs],
-            timeout=15,
+            timeout=45,
             what=f"GOMAXPROCS {procs} under a {limit_m}m limit",
         )
 

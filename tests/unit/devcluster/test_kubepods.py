@@ -1,10 +1,11 @@
 """Where a real kubelet (cgroup v2, cgroupfs driver) puts a pod's and a container's cgroups."""
 
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
 
-from devcluster.kubepods import PodNotStartedError, container_cgroup, pod_cgroup
+from devcluster.kubepods import POD_CGROUPS, PodNotStartedError, container_cgroup, pod_cgroup
 
 UID = "60a77400-8c3b-4721-b258-794cd7482d71"
 
@@ -44,3 +45,17 @@ def test_a_pod_not_started_has_no_cgroup_yet() -> None:
         pod_cgroup(pod(None))
     with pytest.raises(PodNotStartedError, match="no ID yet"):
         container_cgroup(pod("Burstable", containerStatuses=[{"name": "app"}]), "app")
+
+
+def _globbed(path: str) -> list[str]:
+    """The globs of ``POD_CGROUPS`` that match ``path``, a ``*`` never crossing a ``/``
+    (as in the guest agent's globbing)."""
+    return [glob for glob in POD_CGROUPS if PurePosixPath(path).match(glob)]
+
+
+@pytest.mark.parametrize("qos", ["Guaranteed", "Burstable", "BestEffort"])
+def test_a_running_pod_of_any_qos_class_matches_one_pod_cgroup_glob(qos: str) -> None:
+    running = pod(qos)
+    assert len(_globbed(f"{pod_cgroup(running)}/cgroup.procs")) == 1
+    # A container's cgroup inside the pod's is not a second pod.
+    assert _globbed(f"{pod_cgroup(running)}/abc123/cgroup.procs") == []
