@@ -209,7 +209,7 @@ def _measure(
         step = time.monotonic()
         build.podman(
             "push", "--quiet", f"--cert-dir={registry.cert_dir}",
-            f"--compression-format={compression}", "--force-compression",
+            f"--compression-format={compression}",
             image.local, f"docker://{registry.host}/{image.repository}",
         )  # fmt: skip
         print(
