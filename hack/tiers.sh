@@ -28,7 +28,7 @@ if [ -n "$parts" ]; then
     exit 1
   fi
   trap - EXIT
-  grep -E '^\[[a-z-]+\] .*: [0-9]+s$' "$log" || true
+  grep -E '^\[[a-z0-9-]+\] .*: [0-9]+s$' "$log" || true
 fi
 make --no-print-directory e2e
 make --no-print-directory realnode
