@@ -138,7 +138,8 @@ class CeilingTrials:
     neighbour_limited: bool = False
     # How long the neighbour runs before it is deleted.
     hold: float = 0.0
-    timeout: float = 60.0
+    # Generous: on a slow machine an emulated kubelet took over a minute to stop a pod.
+    timeout: float = 180.0
 
     def _pod(self) -> dict[str, Any]:
         pod = self.api.get(PODS.path(namespace=self.namespace, name=self.pod))
