@@ -45,6 +45,7 @@ from devcluster.containers import (
     Engine,
     build_engine,
 )
+from devcluster.realnet import HOST_ADDRESS
 from devcluster.realnodes import WORKLOAD, RealCluster, throwaway_cluster
 
 NAMESPACE = "bench-pull"
@@ -184,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     build = build_engine()
     registry_dir = Path(tempfile.mkdtemp(prefix="headroom-bench-registry-"))
-    registry = Registry(binary=addon_paths().docker_registry, work_dir=registry_dir)
+    registry = Registry(
+        binary=addon_paths().docker_registry, work_dir=registry_dir, address=HOST_ADDRESS
+    )
     try:
         with throwaway_cluster(
             (WORKLOAD,),

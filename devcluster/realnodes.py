@@ -70,8 +70,8 @@ class RealCluster:
     specs: Sequence[NodeSpec] = FLEET
     bin_dir: Path = field(default_factory=locate_binaries)
     boot_timeout: float = 300.0
-    # A local registry on the guest network, started with the cluster: the nodes pull
-    # from it, for its own host and for each of ``mirrored`` (registry hosts).
+    # A local registry listening on the guest network (``HOST_ADDRESS``), started with the
+    # cluster: the nodes pull from it, for its own host and each of ``mirrored``.
     registry: Registry | None = None
     mirrored: Sequence[str] = ()
     plane: ControlPlane = field(init=False)
@@ -124,7 +124,8 @@ class RealCluster:
     def _start_registry(self) -> list[RegistryMirror]:
         if self.registry is None:
             return []
-        self.registry.address = HOST_ADDRESS
+        if self.registry.address != HOST_ADDRESS:
+            raise GuestError(f"the guests reach a registry only at {HOST_ADDRESS}")
         self.registry.start()
         endpoint, ca = f"https://{self.registry.host}", self.registry.ca_file.read_bytes()
         return [
