@@ -112,8 +112,14 @@ REPO = Path(__file__).resolve().parents[1]
 # wanted more than the guest had, and every neighbour got 72 to 91% of its request under
 # each of the three limits. Not enforced as a cgroup weight: at that weight the emulated
 # kubelet, starved under the 90% booking, took more than 5 minutes to delete a pod.
+# A thread per vCPU: the unlimited pods' bursts need both host cores.
 NODE = NodeSpec(
-    name="realnode-1", index=1, cpus=4, memory_mib=2048, kubelet={"kubeReserved": {"cpu": "1600m"}}
+    name="realnode-1",
+    index=1,
+    cpus=4,
+    memory_mib=2048,
+    kubelet={"kubeReserved": {"cpu": "1600m"}},
+    threads="multi",
 )
 MANAGED = "tenant-managed"
 PLAIN = "tenant-plain"
