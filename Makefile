@@ -50,7 +50,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 
 .PHONY: test
 test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
-	bash hack/tiers.sh -n $(TEST_WORKERS) --dist worksteal --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
+	bash hack/tiers.sh -n $(TEST_WORKERS) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if missing)
@@ -58,7 +58,7 @@ test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if mis
 
 .PHONY: test-integration
 test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSION
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal -m integration $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) -m integration $(PYTEST_ARGS)
 
 .PHONY: test-k8s-min
 test-k8s-min: ## Integration and real-node tiers at the oldest supported minor (newest 1.35.x)
