@@ -155,6 +155,10 @@ realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubel
 bench-realnode: $(STAMP) control-plane ## Neighbour binding/deletion to cpu.max on a real kubelet: p50/p90/max (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench
 
+.PHONY: bench-realnode-idle
+bench-realnode-idle: $(STAMP) control-plane ## Host CPU an idle real-node fleet takes, and its guests' busiest processes (root; REALNODE_ARGS="--threads multi")
+	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh --bench-idle
+
 .PHONY: bench-realnode-pull
 bench-realnode-pull: $(STAMP) control-plane ## The chart's images pulled by a real kubelet from the local registry, Headroom's imports in the guest (root)
 	bash hack/e2e.sh --images

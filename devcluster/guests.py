@@ -120,10 +120,9 @@ class NodeSpec:
     kubelet: Mapping[str, Any] = field(default_factory=dict)
     # A swap file of this size, switched on before the kubelet starts.
     swap_mib: int = 0
-    # qemu's emulation threads. "single" runs all the guest's vCPUs on one host thread:
-    # the fleet's 5 vCPUs on a 2-core machine then do not overcommit it (booted 22% sooner
-    # and idled on 30% less host CPU than with a thread per vCPU). "multi", a thread per
-    # vCPU, is for a guest that must show real parallelism on its own.
+    # qemu's emulation threads. "single" runs all the guest's vCPUs on one host thread, so
+    # the fleet's 5 vCPUs do not overcommit a 2-core machine (make bench-realnode-idle).
+    # "multi", a thread per vCPU, is for a guest that must show real parallelism alone.
     threads: Literal["single", "multi"] = "single"
 
     @property

@@ -5,7 +5,8 @@
 #     (hack/build-realnode.sh: the kubelet, containerd, runc, the CNI plugins, the guest
 #     kernel, initramfs and root disk, the pause and probe images, Prometheus);
 #  2. runs tests/realnode (or, with --bench, bench/realnode_bench.py; with --bench-tenant,
-#     bench/tenant_bench.py; with --bench-pull, bench/realnode_pull_bench.py; with --demo ARGS...,
+#     bench/tenant_bench.py; with --bench-pull, bench/realnode_pull_bench.py; with
+#     --bench-idle, bench/realnode_idle_bench.py; with --demo ARGS...,
 #     `python -m devcluster.demo ARGS...`, which is how `make demo DEMO_ARGS=--real-nodes`
 #     gets here) in a network and mount namespace of its own: the guests' addresses exist
 #     only there.
@@ -43,6 +44,8 @@ say "cached parts ready in $((SECONDS - start))s"
 
 if [ "${1:-}" = --bench ]; then
   command=("$python" -m bench.realnode_bench ${REALNODE_ARGS:-})
+elif [ "${1:-}" = --bench-idle ]; then
+  command=("$python" -m bench.realnode_idle_bench ${REALNODE_ARGS:-})
 elif [ "${1:-}" = --bench-pull ]; then
   command=("$python" -m bench.realnode_pull_bench ${REALNODE_ARGS:-})
 elif [ "${1:-}" = --bench-tenant ]; then
