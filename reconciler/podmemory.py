@@ -85,7 +85,7 @@ class PodMemory:
         return self.backoff_remaining(pod.uid, settings=settings)
 
     def infeasible_acknowledged(self, pod: PodInfo) -> bool:
-        return self._reported.get((pod.uid, INFEASIBLE), _NOT_REPORTED) == report_marker(pod)
+        return self._reported.get((pod.uid, INFEASIBLE), _NOT_REPORTED) == pod.report_generation
 
     def first_report(self, uid: str, topic: str, *, marker: Hashable) -> bool:
         """True the first time `topic` is seen for this pod with this `marker`.
@@ -156,8 +156,3 @@ class PodMemory:
             for uid in [uid for uid in by_uid if uid not in live]:
                 del by_uid[uid]
         self._edited &= live
-
-
-def report_marker(pod: PodInfo) -> Hashable:
-    """What a kubelet report is about: the generation it last saw, when it says which."""
-    return pod.observed_generation if pod.observed_generation is not None else pod.generation

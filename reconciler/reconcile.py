@@ -31,7 +31,7 @@ from app.core.policy import PATCH_REASONS, PodResult, Reason, decide
 from reconciler.actuator import Actuator, Explain, NodePlan
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result
-from reconciler.podmemory import PodMemory, report_marker
+from reconciler.podmemory import PodMemory
 from reconciler.resizer import ResizePlan, Round, seconds_text
 from reconciler.writer import INVALID_MAX_CPU, RESIZE_INFEASIBLE, pod_context
 
@@ -122,7 +122,7 @@ class NodeReconciler:
         backoff = decision.settings.backoff_seconds
         retry = decision.retry_after
         for pod in decision.fresh_infeasible:
-            self._memory.first_report(pod.uid, "Infeasible", marker=report_marker(pod))
+            self._memory.first_report(pod.uid, "Infeasible", marker=pod.report_generation)
             self._metrics.count(Result.INFEASIBLE)
             self._memory.back_off(pod.uid, seconds=backoff)
             retry = backoff if retry is None else min(retry, backoff)
@@ -145,7 +145,7 @@ class NodeReconciler:
             )
         for pod in (*(r.pod for r in decision.result.pods), *decision.backed_off):
             if pod.resize_pending == DEFERRED and self._memory.first_report(
-                pod.uid, DEFERRED, marker=report_marker(pod)
+                pod.uid, DEFERRED, marker=pod.report_generation
             ):
                 self._metrics.count(Result.DEFERRED)
             warning = pod.max_cpu_warning

@@ -128,9 +128,12 @@ def policy_view(pod: PodInfo) -> tuple[Any, ...]:
     """What decisions read from a pod; a change in anything else wakes no node.
 
     Left out on purpose: the status annotation (Headroom's own write, reported apart),
-    generations and the resize message, and phases other than terminal ones.
+    generations unless a kubelet reports a pending resize about one (each report is acted
+    on once per generation, and a repeat on the next one changes nothing else), the resize
+    message, and phases other than terminal ones.
     """
-    return (*target_view(pod), pod.containers, pod.limit_m)
+    reported = pod.report_generation if pod.resize_pending is not None else None
+    return (*target_view(pod), pod.containers, pod.limit_m, reported)
 
 
 def target_view(pod: PodInfo) -> tuple[Any, ...]:

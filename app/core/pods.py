@@ -115,6 +115,12 @@ class PodInfo:
     status_annotation: str | None
 
     @property
+    def report_generation(self) -> int | None:
+        """The generation a kubelet report on the pod is about: the one the kubelet last
+        saw, when it says which."""
+        return self.observed_generation if self.observed_generation is not None else self.generation
+
+    @property
     def containers(self) -> tuple[ContainerInfo, ...]:
         return self.facts.containers
 

@@ -58,6 +58,7 @@ def pod_key(obj: dict[str, Any]) -> str:
 
 
 BASE = pod_info("p")
+INFEASIBLE = condition("PodResizePending", reason="Infeasible")
 
 
 @pytest.mark.parametrize(
@@ -103,6 +104,24 @@ BASE = pod_info("p")
         ),
         pytest.param(
             BASE, pod_info("p", generation=2, observed_generation=2), set(), id="generation-only"
+        ),
+        pytest.param(
+            pod_info("p", generation=1, observed_generation=1, conditions=[INFEASIBLE]),
+            pod_info("p", generation=2, observed_generation=1, conditions=[INFEASIBLE]),
+            set(),
+            id="resized-kubelet-yet-to-answer",
+        ),
+        pytest.param(
+            pod_info("p", generation=2, observed_generation=1, conditions=[INFEASIBLE]),
+            pod_info("p", generation=2, observed_generation=2, conditions=[INFEASIBLE]),
+            {"node-1"},
+            id="kubelet-refuses-the-next-generation-too",
+        ),
+        pytest.param(
+            pod_info("p", generation=1, conditions=[INFEASIBLE]),
+            pod_info("p", generation=2, conditions=[INFEASIBLE]),
+            {"node-1"},
+            id="report-without-observed-generation",
         ),
         pytest.param(pod_info("p", phase="Pending"), BASE, set(), id="starts-running"),
         pytest.param(BASE, pod_info("p", node="node-2"), {"node-1", "node-2"}, id="moves"),
