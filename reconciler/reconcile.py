@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from app.core.cluster import ClusterCache
 from app.core.config import Settings
-from app.core.decision import DEFERRED, NodeDecision, decide_node
+from app.core.decision import DEFERRED, INFEASIBLE, NodeDecision, decide_node
 from app.core.explain import annotated_target, explain, status_annotation
 from app.core.policy import PATCH_REASONS, PodResult, Reason, decide
 from reconciler.actuator import Actuator, Explain, NodePlan
@@ -122,7 +122,7 @@ class NodeReconciler:
         backoff = decision.settings.backoff_seconds
         retry = decision.retry_after
         for pod in decision.fresh_infeasible:
-            self._memory.first_report(pod.uid, "Infeasible", marker=pod.report_generation)
+            self._memory.first_report(pod.uid, INFEASIBLE, marker=pod.report_generation)
             self._metrics.count(Result.INFEASIBLE)
             self._memory.back_off(pod.uid, seconds=backoff)
             retry = backoff if retry is None else min(retry, backoff)
