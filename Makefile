@@ -24,10 +24,12 @@ COVERAGE_GATE := --cov=app.core.policy --cov=app.core.eligibility --cov-branch -
 help: ## List targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
+# uv installs the same packages pip would, from the same index, about ten times faster
+# (docs/development.md): a clean clone's virtualenv is part of every CI run.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	touch $@
 
 .PHONY: venv
@@ -41,11 +43,13 @@ control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, sch
 helm: ## Build (or reuse) helm alone: the unit tier's chart tests need nothing else
 	bash hack/build-control-plane.sh helm
 
+# mypy's cache is shared by every checkout: it revalidates each cached module by its
+# content's hash, so a clean clone is checked in seconds rather than from scratch.
 .PHONY: lint
 lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	MYPY_CACHE_DIR=$${HEADROOM_CACHE:-$$HOME/.cache/headroom}/mypy $(BIN)/mypy
 	$(BIN)/lint-imports
 
 .PHONY: test

@@ -63,6 +63,8 @@ class Trial:
     rise: Step
     bound: float  # wall-clock instants of the neighbour's binding and deletion
     deleted: float
+    running: float  # and of the neighbour first seen running, and seen gone from the API
+    gone: float
 
 
 def neighbour(
@@ -198,7 +200,7 @@ class CeilingTrials:
         shrink = self._step(bound, path=path, before=before, what=f"{path} to shrink")
         shrunk = self.guest.read(path)[path]
         # The neighbour deleted is a running one, as it would be in a cluster.
-        _wait_for(
+        running = _wait_for(
             lambda: (
                 (self.api.get(neighbour_path) or {}).get("status", {}).get("phase") == "Running"
             ),
@@ -209,12 +211,14 @@ class CeilingTrials:
         deleted = time.time()
         self.api.request("DELETE", neighbour_path)
         rise = self._step(deleted, path=path, before=shrunk, what=f"{path} to rise")
-        _wait_for(
+        gone = _wait_for(
             lambda: self.api.get(neighbour_path) is None,
             timeout=self.timeout,
             what=f"{name} to be gone",
         )
-        return Trial(shrink=shrink, rise=rise, bound=bound, deleted=deleted)
+        return Trial(
+            shrink=shrink, rise=rise, bound=bound, deleted=deleted, running=running, gone=gone
+        )
 
     def run(
         self, count: int, *, progress: Callable[[int, Trial], None] | None = None
@@ -243,7 +247,8 @@ def distribution(values: Sequence[float]) -> str:
 
 
 def report(trials: Sequence[Trial]) -> str:
-    """The distributions over the trials, each latency and its shares."""
+    """The distributions over the trials: each latency and its shares, then how long the
+    kubelet took to start and to stop the neighbour, which sets a trial's length."""
     lines = [f"{len(trials)} trials"]
     for label, steps in (
         ("neighbour bound -> cpu.max shrunk", [t.shrink for t in trials]),
@@ -257,4 +262,12 @@ def report(trials: Sequence[Trial]) -> str:
         lines.append(
             f"  kubelet (resize accepted -> cpu.max): {distribution([s.kubelet for s in steps])}"
         )
+    # What else a trial waits for: the kubelet starting and stopping the neighbour.
+    lines.append(
+        "neighbour bound -> Running: " + distribution([t.running - t.bound for t in trials])
+    )
+    lines.append(
+        "neighbour deleted -> gone from the API: "
+        + distribution([t.gone - t.deleted for t in trials])
+    )
     return "\n".join(lines)
