@@ -16,7 +16,7 @@ from app.core.apipaths import NODES
 from devcluster.realnodes import WORKLOAD, RealCluster
 from reconciler.outcomes import Result
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Reconciler
+from tests.integration.reconciler.conftest import Pods, Reconciler
 from tests.integration.webhook.conftest import MODE_LABEL
 from tests.realnode import builders
 from tests.realnode.conftest import wait_agreed
@@ -70,6 +70,11 @@ def test_a_neighbour_lowers_the_limit_its_deletion_raises_it_and_go_follows(
         seen = wait_agreed(kubelets, managed_namespace, "go", until=limit_is("app", limit_m))
         assert seen.pod.cgroup == limit_m
         assert headroom_limit(reconciler, managed_namespace, "go") == limit_m
+        # The outcome table's ok row: the annotation and a CPULimitAdjusted event record it.
+        eventually(
+            lambda: Pods(control_plane, managed_namespace).explained("go"),
+            what=f"the annotation and CPULimitAdjusted event for {limit_m}m",
+        )
         eventually(
             lambda: gomaxprocs(control_plane, managed_namespace, "go")[-1:] == [procs],
             timeout=45,

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.core.quantity import parse_cpu_millis
 from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
 from tests.integration.rbac import RECONCILER, chart_rbac, service_account_kubeconfig
@@ -228,6 +229,23 @@ class Pods:
     def status_annotation(self, name: str) -> dict[str, Any] | None:
         text = self.get(name)["metadata"].get("annotations", {}).get("kube-headroom.dev/status")
         return None if text is None else dict(json.loads(text))
+
+    def explained(self, name: str) -> bool:
+        """The pod's limit, annotation and latest CPULimitAdjusted event all say the same."""
+        limit = self.cpu_limit(name)
+        annotation = self.status_annotation(name)
+        if limit is None or annotation is None:
+            return False
+        if parse_cpu_millis(annotation["targetLimit"]) != parse_cpu_millis(limit):
+            return False
+        events = sorted(
+            self.events(name, reason="CPULimitAdjusted"),
+            key=lambda event: (event["lastTimestamp"], event["metadata"]["creationTimestamp"]),
+        )
+        if not events:
+            return False
+        announced = events[-1]["message"].split(" -> ")[1].split(" ")[0]
+        return parse_cpu_millis(announced) == parse_cpu_millis(limit)
 
     def explanation(self, name: str, *, timeout: float = 20.0) -> dict[str, Any]:
         """The pod's status annotation, once written: explanations follow the limits."""

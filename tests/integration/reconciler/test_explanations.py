@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
 from tests.integration.reconciler import audit
@@ -20,24 +19,6 @@ UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 MANAGED = ("a", "b", "c", "d", "e", "f")
 # The annotation's own bookkeeping, which explain does not compute.
 _BOOKKEEPING = ("computedAt", "policy", "dryRun")
-
-
-def _explained(pods: Pods, name: str) -> bool:
-    """The pod's limit, annotation and latest CPULimitAdjusted event all say the same."""
-    limit = pods.cpu_limit(name)
-    annotation = pods.status_annotation(name)
-    if limit is None or annotation is None:
-        return False
-    if parse_cpu_millis(annotation["targetLimit"]) != parse_cpu_millis(limit):
-        return False
-    events = sorted(
-        pods.events(name, reason="CPULimitAdjusted"),
-        key=lambda event: (event["lastTimestamp"], event["metadata"]["creationTimestamp"]),
-    )
-    if not events:
-        return False
-    announced = events[-1]["message"].split(" -> ")[1].split(" ")[0]
-    return parse_cpu_millis(announced) == parse_cpu_millis(limit)
 
 
 def _explain(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -60,7 +41,7 @@ def test_every_settled_limit_has_its_annotation_and_event_and_explain_agrees(
     for index, name in enumerate(MANAGED):
         cpu = f"{250 * (index + 1)}m"
         pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu=cpu)]))
-    eventually(lambda: all(_explained(pods, n) for n in MANAGED), timeout=60, what="explained")
+    eventually(lambda: all(pods.explained(n) for n in MANAGED), timeout=60, what="explained")
     # Neighbours book most of the node: every managed limit shrinks, and is explained again.
     for name, cpu in (("x", "5"), ("y", "4")):
         pods.create(
@@ -75,7 +56,7 @@ def test_every_settled_limit_has_its_annotation_and_event_and_explain_agrees(
     eventually(
         lambda: all(
             (pods.status_annotation(n) or {}).get("slack") == f"{16000 - 9000 - 5250}m"
-            and _explained(pods, n)
+            and pods.explained(n)
             for n in MANAGED
         ),
         timeout=60,
@@ -160,7 +141,7 @@ def test_a_slack_move_inside_the_deadband_writes_nothing(
     node = make_node(cpu="16")
     start_reconciler()
     pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="4")]))
-    eventually(lambda: _explained(pods, "p"), timeout=60, what="explained")
+    eventually(lambda: pods.explained("p"), timeout=60, what="explained")
     annotation = pods.status_annotation("p")
     assert annotation is not None
     assert annotation["targetLimit"] == "16000m"
