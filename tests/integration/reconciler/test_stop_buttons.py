@@ -2,7 +2,8 @@
 
 A node's resizes are paced by `perNodePatchesPerSecond`; with 1/s, a wave of eight pods
 on one node takes eight seconds. Each stop is pressed after two of them, and the API
-server's audit log must show no resize received after the reconciler logged seeing it.
+server's audit log must show no resize received after the reconciler logged seeing it,
+but for the one that may already have been on its way.
 """
 
 import json
@@ -21,6 +22,10 @@ from tests.integration.reconciler.manifests import container, pod
 WAVE = 8
 # The last slot of the wave plus a margin: any write still planned would have gone out.
 AFTERMATH_SECONDS = WAVE + 3
+# A resize that passed the write gate just before the stop was observed can reach the API
+# server just after (runbook: "A stop pressed while resizes are in flight"). The node's
+# pace lets one go a second, so the next one planned would come far later than this.
+IN_FLIGHT_SECONDS = 0.25
 
 
 def _dry_run(cluster: Cluster, namespace: str) -> None:
@@ -100,9 +105,12 @@ def test_no_resize_goes_out_after_a_stop_is_observed(
 
     everything = writes(control_plane.plane)
     sent = resizes(everything, namespace=pods.namespace)
-    late = [w for w in sent if w.received > observed]
+    after = [w for w in sent if w.received > observed]
+    late = [w for w in after if w.received > observed + IN_FLIGHT_SECONDS]
     assert late == [], f"resizes received after the stop was observed at {observed}: {late}"
-    assert 2 <= len(sent) < WAVE
+    assert len(after) <= 1, f"more than the one resize in flight: {after}"
+    applied = [w for w in sent if 200 <= w.code < 300]
+    assert 2 <= len(applied) < WAVE
     # Observed within one watch round trip of the API server storing the stop.
     verb, resource = stop_write
     [stored] = [
@@ -118,4 +126,4 @@ def test_no_resize_goes_out_after_a_stop_is_observed(
     )
     # Frozen, not removed: every pod the wave reached keeps the limit it got.
     limited = [json.dumps(pods.cpu_limits(f"p{i}")) for i in range(WAVE)]
-    assert sum(1 for limits in limited if limits != "[null]") == len(sent)
+    assert sum(1 for limits in limited if limits != "[null]") == len(applied)
