@@ -19,7 +19,7 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,11 +116,8 @@ def favoured() -> Iterator[None]:
     thread's priority, which its new threads and children inherit; without the privilege
     to raise it the block runs as it is."""
     before = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
+    with suppress(PermissionError):
         os.setpriority(os.PRIO_PROCESS, 0, FAVOURED_NICE)
-    except PermissionError:
-        yield
-        return
     try:
         yield
     finally:
