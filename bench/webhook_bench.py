@@ -1,9 +1,11 @@
 """Benchmark ``/mutate/pods`` over TLS with keep-alive: admissions/s, p50/p99, server CPU.
 
 Starts the real ``headroom-webhook`` as a subprocess on 127.0.0.1, pointed at a stand-in
-API server in this process that lists one managed namespace and an enforcing
-HeadroomConfig, so every request takes the full path (cache look-ups, eligibility,
-seeding, JSONPatch) and is answered with a patch. Load comes from ``wrk`` (closed loop,
+API server in this process that lists one managed namespace, an enforcing HeadroomConfig,
+1,000 nodes Headroom manages and the reconciler's Lease, renewed every 2 s as a live
+reconciler does, so every request takes the full path (cache look-ups, eligibility, the
+birth limit's reach over every node the pod may land on, seeding, JSONPatch) and is
+answered with a patch. Load comes from ``wrk`` (closed loop,
 one thread, a Lua script for the POST body) when it is installed, else from an asyncio
 httpx client, which is much slower than the server and so bounds the numbers; the output
 says which one ran.
@@ -122,7 +124,36 @@ def admission_body() -> bytes:
 
 # -- a stand-in API server: lists for the cache, then quiet watches --------------------------
 
+_NODES = 1000
+_LEASES = apipaths.LEASES.path(namespace="kube-headroom-system")
+# How often the stand-in renews the Lease, as the reconciler does.
+_RENEW_SECONDS = 2.0
+
+
+def _node(index: int) -> dict[str, Any]:
+    name = f"node-{index}"
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name},
+        },
+        "status": {
+            "allocatable": {"cpu": "16"},
+            "nodeInfo": {"kubeletVersion": "v1.37.2", "operatingSystem": "linux"},
+        },
+    }
+
+
+def _lease() -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return {
+        "metadata": {"name": "kube-headroom-reconciler", "namespace": "kube-headroom-system"},
+        "spec": {"holderIdentity": "bench", "leaseDurationSeconds": 15, "renewTime": now},
+    }
+
+
 _LISTS = {
+    apipaths.NODES.path(): [_node(i) for i in range(_NODES)],
     apipaths.NAMESPACES.path(): [
         {"metadata": {"name": "bench", "labels": {"kube-headroom.dev/mode": "managed"}}}
     ],
@@ -137,11 +168,15 @@ _LISTS = {
 
 async def _collection(request: web.Request) -> web.StreamResponse:
     if request.query.get("watch") != "true":
-        return web.json_response(
-            {"metadata": {"resourceVersion": "1"}, "items": _LISTS[request.path]}
-        )
+        items = [_lease()] if request.path == _LEASES else _LISTS[request.path]
+        return web.json_response({"metadata": {"resourceVersion": "1"}, "items": items})
     response = web.StreamResponse()
     await response.prepare(request)
+    if request.path == _LEASES:
+        with contextlib.suppress(ConnectionResetError):
+            while True:
+                await asyncio.sleep(_RENEW_SECONDS)
+                await response.write(orjson.dumps({"type": "MODIFIED", "object": _lease()}) + b"\n")
     # Bookmarks, as a real API server sends them, keep the idle watch from being presumed dead.
     bookmark = orjson.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "1"}}})
     # The webhook closes its watches when it stops.
@@ -154,7 +189,7 @@ async def _collection(request: web.Request) -> web.StreamResponse:
 
 async def start_api() -> tuple[web.AppRunner, int]:
     app = web.Application()
-    for path in _LISTS:
+    for path in (*_LISTS, _LEASES):
         app.router.add_get(path, _collection)
     runner = web.AppRunner(app, handle_signals=False)
     await runner.setup()

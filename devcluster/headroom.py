@@ -29,6 +29,8 @@ from devcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
+# Where the processes hold and read the reconciler's Lease outside a pod: the chart's namespace.
+LEASE_NAMESPACE = "kube-headroom-system"
 
 
 def install_crds(plane: ControlPlane) -> None:
@@ -187,7 +189,19 @@ class LocalHeadroom:
         self.cert_dir = cert_dir
         return cert_dir
 
+    def ensure_lease_namespace(self) -> None:
+        """The namespace where both processes look for the reconciler's Lease by default
+        outside a pod (an installation's release namespace): the webhook seeds birth
+        limits only while the reconciler holds it."""
+        subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", "create", "namespace",
+             LEASE_NAMESPACE],
+            check=False,
+            capture_output=True,
+        )  # fmt: skip
+
     def start_webhook(self, *, extra: Sequence[str] = ()) -> Process:
+        self.ensure_lease_namespace()
         cert_dir = self.cert_dir or self.generate_webhook_certs()
         if not self.webhook_port:
             self.webhook_port = free_port()
@@ -224,6 +238,7 @@ class LocalHeadroom:
     # -- reconciler ------------------------------------------------------------
 
     def start_reconciler(self, *, extra: Sequence[str] = ()) -> Process:
+        self.ensure_lease_namespace()
         process = self._spawn(
             f"reconciler-{len(self.processes)}", "headroom-reconciler", [], extra=extra
         )

@@ -8,6 +8,11 @@ lease duration), and exposes no "am I still leader" check that turns false the m
 renew deadline passes. This elector does the client-go algorithm with a monotonic clock,
 optimistic concurrency on the Lease's resourceVersion, and release on shutdown.
 
+The same Lease says the reconciler is live: the webhook seeds birth limits only while a
+live reconciler holds it (`app.core.lease`). A reconciler started without leader election
+holds it too, as the one replica (`ElectionConfig.exclusive` false): it takes the Lease
+at once whoever held it, and its writes do not wait on it.
+
 `is_leader` is what gates every write: it is false as soon as the renew deadline passes
 without a successful renewal, even if the renewal loop itself is stuck, so a replica that
 loses the lease stops writing at once, before another replica can acquire it
@@ -47,6 +52,9 @@ class ElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    # Wait for another holder's Lease to expire before taking it (leader election);
+    # false for the one replica of a reconciler that does not elect.
+    exclusive: bool = True
 
 
 def default_identity() -> str:
@@ -97,7 +105,10 @@ class LeaderElector:
         while True:
             await self._acquire()
             self._leading = True
-            log.info("became leader", extra={"lease": self._config.name, "identity": self.identity})
+            log.info(
+                "became leader" if self._config.exclusive else "holding the lease",
+                extra={"lease": self._config.name, "identity": self.identity},
+            )
             on_started()
             await self._renew_until_lost()
             self._leading = False
@@ -180,7 +191,8 @@ class LeaderElector:
             self._observed = record
             self._observed_at = started
         duration = spec.get("leaseDurationSeconds") or self._config.lease_duration
-        if holder and holder != self.identity and self._observed_at + duration > started:
+        held_by_another = holder and holder != self.identity and self._config.exclusive
+        if held_by_another and self._observed_at + duration > started:
             self._note_waiting(holder, expires_in=self._observed_at + duration - started)
             return False
         transitions = int(spec.get("leaseTransitions") or 0)

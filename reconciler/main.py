@@ -19,7 +19,12 @@ from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seco
 from app.io.budget import Lane, WriteBudget
 from app.io.flags import bind_address, boolean
 from app.io.http import KubeHttp
-from app.io.kubeconfig import KubeConfigError, async_api_client
+from app.io.kubeconfig import (
+    DEFAULT_LEASE_NAMESPACE,
+    KubeConfigError,
+    async_api_client,
+    default_lease_namespace,
+)
 from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from app.io.probes import ProbeApp
@@ -33,8 +38,6 @@ from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_LEASE_NAMESPACE: Final = "kube-headroom-system"
-_SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DISABLED: Final = "0"
 USER_AGENT: Final = "headroom-reconciler"
 
@@ -51,13 +54,6 @@ def _duration(text: str) -> float:
 
 def _address(text: str) -> str:
     return text if text == DISABLED else bind_address(text)
-
-
-def default_lease_namespace() -> str:
-    try:
-        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or DEFAULT_LEASE_NAMESPACE
-    except OSError:
-        return DEFAULT_LEASE_NAMESPACE
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -98,7 +94,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         nargs="?",
         const=True,
         default=False,
-        help="elect a leader on a Lease so only one replica writes (default false)",
+        help="elect a leader on the Lease so only one replica writes (default false); "
+        "without it, the one replica holds the Lease without waiting for it",
     )
     flag(
         "--leader-election-namespace",
@@ -156,25 +153,25 @@ async def run(args: argparse.Namespace) -> int:
     )
     identity = default_identity()
     metrics = ReconcilerMetrics()
-    elector: LeaderElector | None = None
-    if args.leader_elect:
-        elector = LeaderElector(
-            api=http,
-            config=ElectionConfig(
-                namespace=args.leader_election_namespace or default_lease_namespace(),
-                identity=identity,
-                lease_duration=args.leader_election_lease_duration,
-                renew_deadline=args.leader_election_renew_deadline,
-                retry_period=args.leader_election_retry_period,
-            ),
-        )
+    # Held with or without leader election: it is how the webhook knows a reconciler is live.
+    elector = LeaderElector(
+        api=http,
+        config=ElectionConfig(
+            namespace=args.leader_election_namespace or default_lease_namespace(),
+            identity=identity,
+            lease_duration=args.leader_election_lease_duration,
+            renew_deadline=args.leader_election_renew_deadline,
+            retry_period=args.leader_election_retry_period,
+            exclusive=args.leader_elect,
+        ),
+    )
     controller = Controller(
         queue=NodeQueue(),
         writer=Writer(http=http, instance=identity),
         metrics=metrics,
         budget=budget,
         explanation_budget=explanation_budget,
-        may_write=(lambda: True) if elector is None else (lambda: elector.is_leader),
+        may_write=(lambda: elector.is_leader) if args.leader_elect else (lambda: True),
     )
     watches = list(cache_reflectors(api=http, cache=controller.cache).values())
 
@@ -212,7 +209,7 @@ async def run(args: argparse.Namespace) -> int:
         spawn(server.serve())
     for reflector in watches:
         spawn(reflector.run())
-    log.info("starting", extra={"identity": identity, "leaderElect": elector is not None})
+    log.info("starting", extra={"identity": identity, "leaderElect": args.leader_elect})
     stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
     synced: asyncio.Future[Any] = asyncio.ensure_future(
         asyncio.gather(*(r.synced.wait() for r in watches))
@@ -224,14 +221,15 @@ async def run(args: argparse.Namespace) -> int:
             # The cache is long-lived: keep the collector from rescanning it forever.
             gc.freeze()
             log.info("caches synced", extra={"pods": len(controller.cache.pods)})
-            if elector is None:
-                controller.start_leading()
-            else:
+            if args.leader_elect:
                 spawn(
                     elector.run(
                         on_started=controller.start_leading, on_stopped=controller.stop_leading
                     )
                 )
+            else:
+                controller.start_leading()
+                spawn(elector.run(on_started=_nothing, on_stopped=_nothing))
             spawn(controller.work())
             spawn(controller.actuator.run())
             spawn(controller.report_status())
@@ -252,10 +250,13 @@ async def run(args: argparse.Namespace) -> int:
         for server in servers:
             server.stop()
         await asyncio.gather(stopped, synced, *tasks, return_exceptions=True)
-        if elector is not None:
-            await elector.release()
+        await elector.release()
         await http.close()
     return exit_code
+
+
+def _nothing() -> None:
+    pass
 
 
 async def _first_done(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[Any]:

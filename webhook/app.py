@@ -100,9 +100,11 @@ def _admission_endpoint(
             _check_shape(review, route)
         except BadReview as err:
             result, response = Result.BAD_REQUEST, _failure_status(err.status, str(err))
+            unseeded = None
         else:
             decision = await _decide(route, review, cluster)
             result = decision.result
+            unseeded = None if decision.unseeded is None else decision.unseeded.reason
             body = build_response(
                 uid=review.uid,
                 allowed=decision.allowed,
@@ -113,7 +115,10 @@ def _admission_endpoint(
             )
             response = Response(orjson.dumps(body), media_type="application/json")
         metrics.observe(
-            endpoint=route.endpoint, result=result, seconds=time.perf_counter() - started
+            endpoint=route.endpoint,
+            result=result,
+            seconds=time.perf_counter() - started,
+            unseeded=unseeded,
         )
         return response
 

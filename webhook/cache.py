@@ -4,18 +4,24 @@ API server.
 The shared cluster cache (`app.core.cluster`) holds namespace labels, which ResourceQuotas
 hold ``limits.cpu``, the CPU caps of each namespace's LimitRanges, the
 VerticalPodAutoscalers (their target and the policies that say whether they set limits),
-and the HeadroomConfig ``cluster``; the shared reflectors (`app.io.reflector`) list and
-watch each of them into it on the event loop, as they do for the reconciler. The cache
-answers for a resource once its reflector has synced; readiness waits for all five. Where
-the VPA API is not installed, there are no VPAs: that counts as listed, and the API is
-looked for again from time to time.
+the nodes (their gate facts, pools and taints: where a new pod may land) and the
+HeadroomConfig ``cluster``; the shared reflectors (`app.io.reflector`) list and watch each
+of them into it on the event loop, as they do for the reconciler. One more reflector
+watches the reconciler's Lease, which says whether a live reconciler will take over the
+limits this webhook seeds (`app.core.birth`). The cache answers for a resource once its
+reflector has synced; readiness waits for all seven. Where the VPA API is not installed,
+there are no VPAs: that counts as listed, and the API is looked for again from time to
+time.
 
 When the cache cannot answer
 ----------------------------
 Before a resource's initial list, or for a namespace not seen yet (one created a moment
 ago), an answer comes from a direct read of the API server bounded by a short timeout.
 When that fails too — API server unreachable, the read forbidden, or the stored
-HeadroomConfig invalid — the cache raises ``Unavailable`` and the handlers:
+HeadroomConfig invalid — the cache raises ``Unavailable``. Nodes and the Lease have no
+direct read: listing every node for one admission costs more than the answer is worth, and
+until they are listed the webhook cannot tell where a pod may land or whether a reconciler
+is live, so it raises ``Unavailable`` for them too. The handlers then:
 
 - ``/mutate/pods`` admits the pod unchanged, with a warning that no limit was seeded. This
   is what failurePolicy Ignore does when the webhook is down, and the reconciler sets the
@@ -33,18 +39,31 @@ HeadroomConfig invalid — the cache raises ``Unavailable`` and the handlers:
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from app.core import apipaths
+from app.core.birth import Unreached, birth_reach
 from app.core.cluster import ClusterCache, Quiet
 from app.core.config import Settings
-from app.core.labels import CONFIG_NAME
+from app.core.feeds import object_feed
+from app.core.labels import CONFIG_NAME, LEASE_NAME
+from app.core.lease import LeaseRecord, lease_live, lease_record
 from app.core.limitrange import LimitRangeCaps, limit_range_caps
-from app.core.views import DEFAULT_CONFIG, config_state, has_limits_cpu, labels, metadata, vpa_view
+from app.core.placement import Placement
+from app.core.views import (
+    DEFAULT_CONFIG,
+    config_state,
+    has_limits_cpu,
+    labels,
+    metadata,
+    vpa_view,
+)
 from app.io.http import ApiError
-from app.io.reflector import Kind, ListWatcher, cache_reflectors
+from app.io.reflector import Kind, ListWatcher, Reflector, cache_reflectors
 
 logger = logging.getLogger(__name__)
 
@@ -74,23 +93,65 @@ class Resource(StrEnum):
     RESOURCE_QUOTAS = "resourcequotas"
     LIMIT_RANGES = "limitranges"
     VPAS = "verticalpodautoscalers"
+    NODES = "nodes"
     CONFIG = "headroomconfig"
+    # Not a cluster cache kind: the reconciler's Lease.
+    LEASE = "lease"
+
+
+# Distinct answers remembered between node changes: a rollout's pods share theirs.
+_REACH_MEMORY: Final = 1024
 
 
 class AdmissionCache:
     """The handlers' answers: from ``cluster`` once a resource has synced, else read
-    directly within ``fallback_seconds``."""
+    directly within ``fallback_seconds``. ``lease_namespace`` is where the reconciler
+    holds its Lease."""
 
-    def __init__(self, *, api: KubeReader, fallback_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        *,
+        api: KubeReader,
+        lease_namespace: str,
+        fallback_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._api = api
         self._fallback_seconds = fallback_seconds
+        self._clock = clock
+        self._wall_clock = wall_clock
         self.cluster = ClusterCache(listener=Quiet())
-        # Each resource is fed by the reflector of the cache's Kind of the same name.
-        kinds = {resource: Kind[resource.name] for resource in Resource}
+        # Each resource but the Lease is fed by the reflector of the cache's Kind of the
+        # same name.
+        kinds = {
+            resource: Kind[resource.name] for resource in Resource if resource is not Resource.LEASE
+        }
         by_kind = cache_reflectors(api=api, cache=self.cluster, kinds=kinds.values())
-        self.reflectors = {resource: by_kind[kind] for resource, kind in kinds.items()}
+        self.reflectors: dict[Resource, Reflector] = {
+            resource: by_kind[kind] for resource, kind in kinds.items()
+        }
+        self.reflectors[Resource.LEASE] = Reflector(
+            api=api,
+            path=apipaths.LEASES.path(namespace=lease_namespace),
+            handler=object_feed(self.apply_lease, self._lease_keys),
+            field_selector=f"metadata.name={LEASE_NAME}",
+        )
+        self._lease: LeaseRecord | None = None
+        self._lease_seen_at = 0.0
+        self._reach: dict[tuple[Settings, Placement, bool], Unreached | None] = {}
+        self._reach_generation = -1
         self._server_version: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
+
+    def apply_lease(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        record = None if obj is None else lease_record(obj)
+        if record != self._lease:
+            self._lease = record
+            self._lease_seen_at = self._clock()
+
+    def _lease_keys(self) -> list[str]:
+        return [] if self._lease is None else [LEASE_NAME]
 
     # -- readiness and lifecycle -------------------------------------------------------
 
@@ -175,6 +236,40 @@ class AdmissionCache:
         except _NotFound:
             return []
         return [vpa_view(vpa) for vpa in listed.get("items") or ()]
+
+    def reconciler_live(self) -> bool:
+        """Whether a live reconciler holds its Lease (``app.core.lease``)."""
+        if not self._synced(Resource.LEASE):
+            raise Unavailable("the reconciler's Lease is not listed yet")
+        return lease_live(
+            self._lease, seen_for=self._clock() - self._lease_seen_at, wall_now=self._wall_clock()
+        )
+
+    def birth_reach(
+        self, settings: Settings, placement: Placement, *, pod_level: bool
+    ) -> Unreached | None:
+        """Why a birth limit would outlive Headroom's reach, or None (``app.core.birth``).
+
+        The answer is remembered per pod constraints until a node changes: the pods of
+        one rollout ask the same question.
+        """
+        if not self.reconciler_live():
+            return birth_reach(settings, placement, (), reconciler_live=False, pod_level=pod_level)
+        if not self._synced(Resource.NODES):
+            raise Unavailable("the nodes are not listed yet")
+        generation = self.cluster.node_generation
+        if generation != self._reach_generation or len(self._reach) >= _REACH_MEMORY:
+            self._reach, self._reach_generation = {}, generation
+        key = (settings, placement, pod_level)
+        if key not in self._reach:
+            self._reach[key] = birth_reach(
+                settings,
+                placement,
+                self.cluster.nodes.values(),
+                reconciler_live=True,
+                pod_level=pod_level,
+            )
+        return self._reach[key]
 
     async def server_version(self) -> str:
         """The API server's ``gitVersion``, read once and then remembered."""

@@ -17,7 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from app.io.flags import bind_address, boolean
 from app.io.http import KubeHttp
-from app.io.kubeconfig import KubeConfigError, async_api_client
+from app.io.kubeconfig import (
+    DEFAULT_LEASE_NAMESPACE,
+    KubeConfigError,
+    async_api_client,
+    default_lease_namespace,
+)
 from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from app.io.probes import ProbeApp
@@ -69,6 +74,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--health-probe-bind-address", type=bind_address, default=":8081")
     parser.add_argument("--kubeconfig", help="kubeconfig path; else in-cluster, else default")
+    parser.add_argument(
+        "--reconciler-lease-namespace",
+        help="namespace of the reconciler's Lease, which says a live reconciler will take "
+        f"over birth limits (default: this pod's, else {DEFAULT_LEASE_NAMESPACE})",
+    )
     parser.add_argument("--log-format", choices=["json", "text"], default="json")
     parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], default="info"
@@ -92,7 +102,9 @@ async def _serve(args: argparse.Namespace) -> int:
     kube = KubeHttp(await async_api_client(kubeconfig=args.kubeconfig))
     try:
         registry = CollectorRegistry()
-        cluster = AdmissionCache(api=kube)
+        cluster = AdmissionCache(
+            api=kube, lease_namespace=args.reconciler_lease_namespace or default_lease_namespace()
+        )
         health = Health(certificates=certificates, cluster=cluster)
         host, port = parse_bind_address(args.bind_address)
         probe_host, probe_port = parse_bind_address(args.health_probe_bind_address)

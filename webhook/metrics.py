@@ -5,6 +5,8 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from app.core.birth import Unseeded
+
 
 class Endpoint(StrEnum):
     MUTATE_PODS = "/mutate/pods"
@@ -45,6 +47,14 @@ class WebhookMetrics:
             buckets=_BUCKETS,
             registry=registry,
         )
+        self.unseeded = Counter(
+            "headroom_webhook_unseeded_total",
+            "Pods Headroom manages that were born without a birth limit, by why: no live "
+            "reconciler, no node to land on yet, or a node Headroom does not manage.",
+            ["reason"],
+            registry=registry,
+        )
+        self._unseeded = {reason: self.unseeded.labels(reason) for reason in Unseeded}
         # Every child is created up front (series exist at zero) and kept, so recording a
         # request costs no label look-up.
         self._durations = {endpoint: self.duration.labels(endpoint) for endpoint in Endpoint}
@@ -54,6 +64,15 @@ class WebhookMetrics:
             for result in Result
         }
 
-    def observe(self, *, endpoint: Endpoint, result: Result, seconds: float) -> None:
+    def observe(
+        self,
+        *,
+        endpoint: Endpoint,
+        result: Result,
+        seconds: float,
+        unseeded: Unseeded | None = None,
+    ) -> None:
         self._counts[endpoint, result].inc()
         self._durations[endpoint].observe(seconds)
+        if unseeded is not None:
+            self._unseeded[unseeded].inc()

@@ -201,6 +201,8 @@ class ClusterCache:
         # Per node, a count that moves whenever a pod's target inputs there change.
         self._bookings: dict[str, int] = {}
         self.nodes: dict[str, NodeRecord] = {}
+        # Moves whenever a node record is added, changed or removed.
+        self.node_generation = 0
         self.namespaces: dict[str, Mapping[str, str]] = {}
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._limit_range_caps: dict[str, LimitRangeCaps] = {}
@@ -306,12 +308,14 @@ class ClusterCache:
         if obj is None:
             if old is not None:
                 del self.nodes[name]
+                self.node_generation += 1
                 self._bookings.pop(name, None)
                 self._listener.node_removed(name)
             return
         new = node_record(obj)
         self.nodes[name] = new
         if new != old:
+            self.node_generation += 1
             self._listener.node_dirty(name, prompt=False)
 
     def apply_namespace(self, name: str, obj: Mapping[str, Any] | None) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Final
 from app.core.config import DEFAULT_SETTINGS, ConfigError, Settings, parse_config
 from app.core.nodefeatures import resizes_pod_level
 from app.core.nodes import node_facts
+from app.core.placement import Taint, repelling_taints
 from app.core.quantity import QuantityError, parse_cpu_millis
 
 LIMITS_CPU: Final = "limits.cpu"
@@ -48,6 +49,8 @@ class NodeRecord:
     operating_system: str
     # The kubelet declares in-place resize of pod-level resources (app.core.nodefeatures).
     pod_level_resize: bool = False
+    # The taints that keep pods off the node unless tolerated (app.core.placement).
+    taints: tuple[Taint, ...] = ()
 
 
 def allocatable_m(node: Mapping[str, Any]) -> int:
@@ -70,6 +73,7 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
         kubelet_version=facts.kubelet_version,
         operating_system=facts.operating_system,
         pod_level_resize=resizes_pod_level(obj),
+        taints=repelling_taints(obj),
     )
 
 

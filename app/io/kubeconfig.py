@@ -1,12 +1,26 @@
 """An API client from ``--kubeconfig``, else in-cluster credentials, else the default kubeconfig."""
 
 import os
+from pathlib import Path
+from typing import Final
 
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
 # Set in every pod by the kubelet; its absence means we are not running in a cluster.
 _IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
+_SERVICE_ACCOUNT_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# Where the reconciler holds its Lease when neither flag nor pod says: the chart's namespace.
+DEFAULT_LEASE_NAMESPACE: Final = "kube-headroom-system"
+
+
+def default_lease_namespace() -> str:
+    """The namespace of the reconciler's Lease: this pod's, else the default. Both
+    processes run in the release namespace, so each finds the Lease there."""
+    try:
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or DEFAULT_LEASE_NAMESPACE
+    except OSError:
+        return DEFAULT_LEASE_NAMESPACE
 
 
 class KubeConfigError(Exception):

@@ -117,12 +117,16 @@ def deployment(
     }
 
 
-def pod(name: str, namespace: str, *, cpu: str) -> Manifest:
+def pod(name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str, str]) -> Manifest:
+    """A pod requesting ``cpu``, headed for ``node`` (tainted ``key=value``)."""
+    key, value = toleration
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": key, "value": value, "effect": "NoSchedule"}],
             "containers": [
                 {
                     "name": "app",
@@ -132,7 +136,7 @@ def pod(name: str, namespace: str, *, cpu: str) -> Manifest:
                         "limits": {"memory": "128Mi"},
                     },
                 }
-            ]
+            ],
         },
     }
 

@@ -379,7 +379,11 @@ def test_enforce_converges_a_pod_while_the_webhook_container_seeds_new_ones(
     created = json.loads(
         stack.kubectl(
             "create", "-n", namespace, "-o", "json", "-f", "-",
-            input=json.dumps(builders.pod("seeded", namespace, cpu="250m")),
+            input=json.dumps(
+                builders.pod(
+                    "seeded", namespace, cpu="250m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
+                )
+            ),
         )
     )  # fmt: skip
     stack.say(f"    a new 250m pod is admitted with limits.cpu {cpu_limit(created)}")

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from app.core.birth import Unreached
 from webhook.metrics import Result
 
 # Where a tenant or operator reads why Headroom refuses limits.cpu quotas.
@@ -21,6 +22,8 @@ class Decision:
     code: int | None = None
     warnings: tuple[str, ...] = ()
     patch: list[dict[str, Any]] | None = None
+    # A pod Headroom manages, born without a birth limit: why (``/mutate/pods`` only).
+    unseeded: Unreached | None = None
 
 
 def allow(*, warnings: Sequence[str] = ()) -> Decision:

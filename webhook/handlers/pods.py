@@ -3,10 +3,13 @@
 Only CREATE, only when ``webhook.enabled`` and not ``dryRun`` (the pod's node pool's, when
 its node selection settles which pool it lands in), only for pods Headroom would manage:
 that includes the VPA gate, so a pod whose VerticalPodAutoscaler sets limits is born as
-its owner wrote it. A pod with pod-level resources gets its limit at pod level, and only
-where the API server resizes pod-level resources by default: elsewhere Headroom could
-never adjust that limit later. The JSONPatch touches nothing but the seeded
-``limits.cpu`` values (see ``webhook.patch``); no patch when nothing was seeded.
+its owner wrote it. And only within Headroom's reach (``app.core.birth``): while a live
+reconciler holds its Lease, and when every node the pod can be scheduled to is one the
+reconciler manages and enforces on; otherwise the pod is born as its owner wrote it, and
+``headroom_webhook_unseeded_total`` counts why. A pod with pod-level resources gets its
+limit at pod level, and only where the API server resizes pod-level resources by default:
+elsewhere Headroom could never adjust that limit later. The JSONPatch touches nothing but
+the seeded ``limits.cpu`` values (see ``webhook.patch``); no patch when nothing was seeded.
 """
 
 from typing import Final
@@ -15,6 +18,7 @@ from app.core.cluster import NamespaceFacts
 from app.core.config import settings_for_pod
 from app.core.decision import pod_gate
 from app.core.nodefeatures import server_resizes_pod_level_by_default
+from app.core.placement import placement
 from app.core.pods import pod_info_from_dict
 from app.core.policy import seed_limits, seed_pod_limit
 from app.core.quantity import QuantityError
@@ -33,11 +37,14 @@ _CONTAINER: Final = fields(
     resources=_REQUIREMENTS,
     resizePolicy=list_of(fields(resourceName=STRING, restartPolicy=STRING)),
 )
+_NODE_SELECTOR_REQUIREMENTS: Final = list_of(
+    fields(key=STRING, operator=STRING, values=list_of(STRING))
+)
 _NODE_SELECTOR_TERM: Final = fields(
-    matchExpressions=list_of(fields(key=STRING, operator=STRING, values=list_of(STRING)))
+    matchExpressions=_NODE_SELECTOR_REQUIREMENTS, matchFields=_NODE_SELECTOR_REQUIREMENTS
 )
 # Everything of a pod that this handler reads (through ``pod_info_from_dict``,
-# ``settings_for_pod``, ``limits_patch`` and ``pod_limit_patch``).
+# ``settings_for_pod``, ``placement``, ``limits_patch`` and ``pod_limit_patch``).
 POD_SHAPE: Final = fields(
     metadata=fields(
         name=STRING,
@@ -61,6 +68,7 @@ POD_SHAPE: Final = fields(
                 )
             )
         ),
+        tolerations=list_of(fields(key=STRING, operator=STRING, value=STRING, effect=STRING)),
         containers=list_of(_CONTAINER),
         initContainers=list_of(_CONTAINER),
         resources=_REQUIREMENTS,
@@ -78,8 +86,10 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
     pod = request.object
     if request.operation != "CREATE" or pod is None:
         return allow()
+    spec = pod.get("spec") or {}
     try:
-        settings, _ = settings_for_pod(await cluster.settings(), pod.get("spec") or {})
+        top = await cluster.settings()
+        settings, _ = settings_for_pod(top, spec)
         if not settings.webhook_enabled or settings.dry_run:
             return allow()
         lookups = NamespaceFacts(
@@ -102,6 +112,16 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
     # gates are the reconciler's.
     if pod_gate(settings, info, node=None, lookups=lookups):
         return allow(warnings=warnings)
+    try:
+        unreached = cluster.birth_reach(
+            top, placement(spec), pod_level=info.pod_resources is not None
+        )
+    except Unavailable as err:
+        return unchecked(f"Headroom did not seed a CPU limit: {err}")
+    if unreached is not None:
+        return Decision(
+            allowed=True, result=Result.ALLOWED, warnings=tuple(warnings), unseeded=unreached
+        )
     if info.pod_resources is not None:
         try:
             served = server_resizes_pod_level_by_default(await cluster.server_version())

@@ -19,6 +19,9 @@ from app.core.config.settings import NodePool, PoolOverrides, Settings
 # Numeric comparisons are read as "the label exists": a weaker constraint, so a pool
 # derived from it is still certain.
 _NUMERIC_OPERATORS: Final = frozenset({"Gt", "Lt"})
+_NAME_FIELD: Final = "metadata.name"
+# The node's name, as a term's labels see it: ':' is in no label key, so no label collides.
+NODE_NAME_KEY: Final = "field:metadata.name"
 
 
 def settings_for_node(
@@ -89,8 +92,11 @@ def pod_node_terms(pod_spec: Mapping[str, Any]) -> list[LabelSelector]:
     """The pod's node constraints as alternatives (ORed), each a selector over node labels.
 
     ``nodeSelector`` is ANDed into every required node-affinity term. Terms that match
-    no node (empty, per the API) are dropped; ``matchFields`` and unknown operators are
-    read as no constraint. Empty when the pod does not constrain node labels at all.
+    no node (empty, per the API) are dropped. A ``matchFields`` requirement on
+    ``metadata.name`` (how a DaemonSet pins its pods) becomes one on the ``NODE_NAME_KEY``
+    pseudo-label, which a node's labels never hold: match ``node_fields``. Other fields
+    and unknown operators are read as no constraint. Empty when the pod does not
+    constrain its node at all.
     """
     base = [
         Requirement(key, Operator.IN, frozenset({value}))
@@ -105,10 +111,22 @@ def pod_node_terms(pod_spec: Mapping[str, Any]) -> list[LabelSelector]:
     terms = []
     for raw in raw_terms:
         expressions = (raw or {}).get("matchExpressions") or []
-        if not expressions and not (raw or {}).get("matchFields"):
+        fields = (raw or {}).get("matchFields") or []
+        if not expressions and not fields:
             continue
-        terms.append(LabelSelector((*base, *_requirements(expressions))))
+        by_name = [
+            {**field, "key": NODE_NAME_KEY}
+            for field in fields
+            if isinstance(field, Mapping) and field.get("key") == _NAME_FIELD
+        ]
+        terms.append(LabelSelector((*base, *_requirements([*expressions, *by_name]))))
     return terms
+
+
+def node_fields(name: str, labels: Mapping[str, str]) -> Mapping[str, str]:
+    """A node's labels with its name under ``NODE_NAME_KEY``: what ``pod_node_terms``
+    match."""
+    return {**labels, NODE_NAME_KEY: name}
 
 
 def _requirements(expressions: Sequence[Mapping[str, Any]]) -> list[Requirement]:

@@ -415,6 +415,8 @@ CONFIGMAP = "/api/v1/namespaces/{namespace}/configmaps/{configmap}"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
 RELEASE_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{release_ns}/leases"
 WORKLOAD_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+# The list (and watch) the webhook makes: one Lease, by name.
+RECONCILER_LEASE = RELEASE_LEASES + "?fieldSelector=metadata.name%3Dkube-headroom-reconciler"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 CONFIG = f"/apis/{GROUP}/{VERSION}/{CONFIG_PLURAL}/{CONFIG_NAME}"
@@ -523,6 +525,10 @@ REQUESTS = [
     ),
     call(WEBHOOK, "create-event", Call("POST", EVENTS, event), 403),
     call(WEBHOOK, "lease-in-release-ns", Call("POST", RELEASE_LEASES, lease), 403),
+    # Where a new pod may land, and whether a live reconciler holds its Lease.
+    call(WEBHOOK, "list-nodes", Call("GET", "/api/v1/nodes"), 200),
+    call(WEBHOOK, "list-the-reconciler-lease", Call("GET", RECONCILER_LEASE), 200),
+    call(WEBHOOK, "list-every-lease", Call("GET", RELEASE_LEASES), 403),
 ]
 
 

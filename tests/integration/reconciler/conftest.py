@@ -128,6 +128,21 @@ class Reconciler:
         except (urllib.error.URLError, OSError):
             return False
 
+    def wait_ready(self) -> None:
+        """Until its caches have synced and, unless it elects a leader, it holds its Lease
+        (from then on the webhook seeds birth limits); fails if the process exits first."""
+        eventually(
+            lambda: self.ready() or self.popen.poll() is not None,
+            timeout=60,
+            what="reconciler readiness",
+        )
+        assert self.popen.poll() is None, self.log.read_text()
+        if "--leader-elect" not in self.args:
+            eventually(
+                lambda: any(line.get("msg") == "holding the lease" for line in self.log_lines()),
+                what="the reconciler to hold its Lease",
+            )
+
     def log_lines(self) -> list[dict[str, Any]]:
         lines = []
         for line in self.log.read_text().splitlines():
@@ -152,6 +167,37 @@ def reconciler_kubeconfig(control_plane: Cluster, helm: Path) -> Iterator[Path]:
         yield service_account_kubeconfig(control_plane, RECONCILER)
 
 
+def launch_reconciler(
+    kubeconfig: Path, log: Path, *extra: str, secure_metrics: bool = False
+) -> Reconciler:
+    """Start the real reconciler process with ``kubeconfig``'s credentials, logging to
+    ``log``."""
+    metrics_port, probe_port = free_port(), free_port()
+    args = [
+        sys.executable,
+        "-m",
+        "reconciler.main",
+        f"--kubeconfig={kubeconfig}",
+        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+        f"--metrics-secure={'true' if secure_metrics else 'false'}",
+        f"--health-probe-bind-address=127.0.0.1:{probe_port}",
+        "--log-format=json",
+        *extra,
+    ]
+    with log.open("wb") as handle:
+        popen = subprocess.Popen(
+            args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=dict(os.environ)
+        )
+    scheme = "https" if secure_metrics else "http"
+    return Reconciler(
+        popen=popen,
+        log=log,
+        metrics_url=f"{scheme}://127.0.0.1:{metrics_port}/metrics",
+        probe_url=f"http://127.0.0.1:{probe_port}/readyz",
+        args=args,
+    )
+
+
 @pytest.fixture
 def start_reconciler(
     control_plane: Cluster, crd: None, tmp_path: Path, reconciler_kubeconfig: Path
@@ -161,39 +207,13 @@ def start_reconciler(
     running: list[Reconciler] = []
 
     def start(*extra: str, wait_ready: bool = True, secure_metrics: bool = False) -> Reconciler:
-        metrics_port, probe_port = free_port(), free_port()
         log = tmp_path / f"reconciler-{len(running)}.log"
-        args = [
-            sys.executable,
-            "-m",
-            "reconciler.main",
-            f"--kubeconfig={reconciler_kubeconfig}",
-            f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-            f"--metrics-secure={'true' if secure_metrics else 'false'}",
-            f"--health-probe-bind-address=127.0.0.1:{probe_port}",
-            "--log-format=json",
-            *extra,
-        ]
-        with log.open("wb") as handle:
-            popen = subprocess.Popen(
-                args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=dict(os.environ)
-            )
-        scheme = "https" if secure_metrics else "http"
-        process = Reconciler(
-            popen=popen,
-            log=log,
-            metrics_url=f"{scheme}://127.0.0.1:{metrics_port}/metrics",
-            probe_url=f"http://127.0.0.1:{probe_port}/readyz",
-            args=args,
+        process = launch_reconciler(
+            reconciler_kubeconfig, log, *extra, secure_metrics=secure_metrics
         )
         running.append(process)
         if wait_ready:
-            eventually(
-                lambda: process.ready() or process.popen.poll() is not None,
-                timeout=60,
-                what="reconciler readiness",
-            )
-            assert process.popen.poll() is None, log.read_text()
+            process.wait_ready()
         return process
 
     yield start

@@ -3,6 +3,12 @@
 Each webhook process gets webhook configurations of its own (``clientConfig.url`` on
 127.0.0.1, ``caBundle`` from ``headroom-certs``) scoped by a per-process label, so other
 tests on the same control plane never reach it.
+
+The webhook seeds a birth limit only while a live reconciler holds its Lease and only for
+a pod whose every possible node Headroom manages (``app.core.birth``), so the scenarios
+that expect one run the real reconciler beside it (``live_reconciler``), and their pods
+are headed for simulated nodes of their own (``webhook_nodes``): tainted, so no other
+test's pods land there, and one per node pool the scenarios name.
 """
 
 from __future__ import annotations
@@ -26,12 +32,30 @@ from cryptography import x509
 
 from certs.cli import main as headroom_certs
 from devcluster.headroom import render_webhook_configurations
+from devcluster.nodes import simulated_node
 from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
-from tests.integration.rbac import WEBHOOK, chart_rbac, service_account_kubeconfig
+from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
+from tests.integration.reconciler.conftest import Reconciler, launch_reconciler
 
 SCOPE_LABEL = "headroom-test/webhook"
 MODE_LABEL = "kube-headroom.dev/mode"
+# The webhook scenarios' nodes: labelled with their role, tainted against other pods.
+NODE_LABEL = "headroom-test/webhook-node"
+NODE_TAINT = {"key": "headroom-test/webhook-node", "value": "true", "effect": "NoSchedule"}
+# Each node's role, and its node pool's label (the scenarios' pools select on it).
+NODE_ROLES = {"plain": None, "batch": "batch", "paused": "paused"}
+
+
+def headed_for(obj: dict[str, Any], role: str | None = "plain") -> dict[str, Any]:
+    """``obj``, a pod, made to tolerate the scenarios' nodes and headed for the one of
+    ``role`` (None: any of them, or any untainted node)."""
+    spec = obj["spec"]
+    spec["tolerations"] = [{"key": NODE_TAINT["key"], "operator": "Exists"}]
+    spec.pop("nodeSelector", None)
+    if role is not None:
+        spec["nodeSelector"] = {NODE_LABEL: role}
+    return obj
 
 
 @dataclass
@@ -154,25 +178,28 @@ def quota(name: str, *, hard: dict[str, str]) -> dict[str, Any]:
 
 
 def pod(name: str, *, cpu_request: str = "500m", cpu_limit: str | None = None) -> dict[str, Any]:
+    """A pod headed for the scenarios' plain node (see ``headed_for``)."""
     limits = {"memory": "256Mi"} if cpu_limit is None else {"cpu": cpu_limit, "memory": "256Mi"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "automountServiceAccountToken": False,
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.example/app:1",
-                    "resources": {
-                        "requests": {"cpu": cpu_request, "memory": "128Mi"},
-                        "limits": limits,
-                    },
-                }
-            ],
-        },
-    }
+    return headed_for(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "registry.example/app:1",
+                        "resources": {
+                            "requests": {"cpu": cpu_request, "memory": "128Mi"},
+                            "limits": limits,
+                        },
+                    }
+                ],
+            },
+        }
+    )
 
 
 def kubectl_result(
@@ -244,6 +271,40 @@ def webhook_kubeconfig(control_plane: Cluster, helm: Path) -> Iterator[Path]:
         yield service_account_kubeconfig(control_plane, WEBHOOK)
 
 
+@pytest.fixture(scope="session")
+def webhook_nodes(control_plane: Cluster) -> Iterator[list[str]]:
+    """The scenarios' simulated nodes, one per role, Ready."""
+    names = [f"webhook-{role}" for role in NODE_ROLES]
+    for name, (role, pool) in zip(names, NODE_ROLES.items(), strict=True):
+        node = simulated_node(name, labels={NODE_LABEL: role, **({"pool": pool} if pool else {})})
+        node["spec"]["taints"] = [NODE_TAINT]
+        control_plane.kubectl("create", "-f", "-", input=json.dumps(node))
+    for name in names:
+        control_plane.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
+    yield names
+    for name in names:
+        control_plane.delete_node(name)
+
+
+@pytest.fixture(scope="module")
+def live_reconciler(
+    control_plane: Cluster,
+    headroom_crd: str,
+    webhook_kubeconfig: Path,
+    webhook_nodes: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Reconciler]:
+    """The real reconciler, as the chart's ServiceAccount: while it holds its Lease, the
+    webhook seeds. Stopped (and the Lease released) after the module."""
+    log = tmp_path_factory.mktemp("reconciler") / "reconciler.log"
+    process = launch_reconciler(service_account_kubeconfig(control_plane, RECONCILER), log)
+    try:
+        process.wait_ready()
+        yield process
+    finally:
+        assert process.terminate() == 0, log.read_text()[-4000:]
+
+
 @pytest.fixture
 def make_webhook(
     control_plane: Cluster,
@@ -282,8 +343,11 @@ def scoped_namespace(control_plane: Cluster, namespace: str, webhook: Webhook) -
 
 
 @pytest.fixture
-def enforcing(control_plane: Cluster, webhook: Webhook) -> Iterator[Callable[[str], None]]:
-    """A HeadroomConfig with dryRun false; ``enforcing(ns)`` waits until ``ns`` is seeded."""
+def enforcing(
+    control_plane: Cluster, webhook: Webhook, live_reconciler: Reconciler
+) -> Iterator[Callable[[str], None]]:
+    """A HeadroomConfig with dryRun false, and a live reconciler; ``enforcing(ns)`` waits
+    until ``ns`` is seeded."""
     control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
     control_plane.kubectl(
         "create",

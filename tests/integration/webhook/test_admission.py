@@ -35,14 +35,19 @@ def _quota_denial(namespace: str, name: str) -> str:
 
 
 def _create_pod(cluster: Cluster, namespace: str, obj: dict[str, object]) -> dict[str, object]:
+    """The pod as admission stored it (the live reconciler may resize it afterwards)."""
     # The namespace's default ServiceAccount may not exist yet; the API server wants it.
-    eventually(
-        lambda: kubectl_result(cluster, "create", "-n", namespace, obj=obj).returncode == 0,
+    result = eventually(
+        lambda: (
+            (
+                done := kubectl_result(cluster, "create", "-n", namespace, "-o", "json", obj=obj)
+            ).returncode
+            == 0
+            and done
+        ),
         what="the pod to be created",
     )
-    created: dict[str, object] = json.loads(
-        cluster.kubectl("get", "pod", "-n", namespace, str(obj["metadata"]["name"]), "-o", "json")  # type: ignore[index]
-    )
+    created: dict[str, object] = json.loads(result.stdout)
     return created
 
 

@@ -11,14 +11,21 @@ import pytest
 
 from devcluster.binaries import kubernetes_version
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.webhook.conftest import Webhook, headroom_config, kubectl_result, pod
+from tests.integration.reconciler.conftest import Reconciler
+from tests.integration.webhook.conftest import (
+    Webhook,
+    headed_for,
+    headroom_config,
+    kubectl_result,
+    pod,
+)
 
 # The API server turns pod-level in-place resize on by default from this minor.
 _POD_LEVEL_RESIZE_FROM = (1, 36)
 
 
 @pytest.fixture
-def pools(control_plane: Cluster, webhook: Webhook) -> Iterator[None]:
+def pools(control_plane: Cluster, webhook: Webhook, live_reconciler: Reconciler) -> Iterator[None]:
     """Enforcing, with a batch pool that seeds 4x and a paused pool in dry-run."""
     spec = {
         "dryRun": False,
@@ -47,10 +54,16 @@ def _created(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> dict[str,
 
 
 def _headed_to(pool: str | None) -> dict[str, Any]:
+    """A pod headed for a pool by its label (None: for the node in no pool)."""
     obj = pod("p")
     if pool is not None:
         obj["spec"]["nodeSelector"] = {"pool": pool}
     return obj
+
+
+def _anywhere() -> dict[str, Any]:
+    """A pod that may land on any of the scenarios' nodes, whatever their pool."""
+    return headed_for(pod("p"), None)
 
 
 def _container_cpu_limit(obj: dict[str, Any]) -> str | None:
@@ -72,6 +85,8 @@ def test_a_pod_headed_to_a_pool_is_born_with_the_pools_multiplier(
     assert _container_cpu_limit(_created(control_plane, managed_namespace, _headed_to(None))) == "1"
     paused = _created(control_plane, managed_namespace, _headed_to("paused"))
     assert _container_cpu_limit(paused) is None
+    # It might land in the paused pool, where the reconciler would never take it over.
+    assert _container_cpu_limit(_created(control_plane, managed_namespace, _anywhere())) is None
 
 
 def _pod_level_pod() -> dict[str, Any]:

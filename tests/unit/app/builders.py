@@ -188,6 +188,7 @@ def node(
     kubelet_version: str | None = "v1.37.2",
     operating_system: str = "linux",
     declared_features: Sequence[str] | None = None,
+    taints: Sequence[Obj] = (),
 ) -> Obj:
     """A Ready node whose kubelet reports ``kubelet_version`` (None: reports nothing)."""
     node_info = {"operatingSystem": operating_system, "architecture": "amd64"}
@@ -209,6 +210,7 @@ def node(
             if labels is not None
             else {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name},
         },
+        "spec": {"taints": list(taints)} if taints else {},
         "status": status,
     }
 

@@ -62,12 +62,33 @@ def test_webhook_cluster_role_is_read_only_plus_metrics_auth() -> None:
     role = find(default(), "ClusterRole", "kube-headroom-webhook")
     read = {"get", "list", "watch"}
     assert rule_triples(role) == {
-        *(("", r, v) for r in ("namespaces", "resourcequotas", "limitranges") for v in read),
+        *(
+            ("", r, v)
+            for r in ("namespaces", "resourcequotas", "limitranges", "nodes")
+            for v in read
+        ),
         *(("autoscaling.k8s.io", "verticalpodautoscalers", v) for v in read),
         *(("kube-headroom.dev", "headroomconfigs", v) for v in read),
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),
     }
+
+
+def test_webhook_reads_only_the_reconcilers_lease_in_the_release_namespace() -> None:
+    role = find(default(), "Role", "kube-headroom-webhook-reconciler-lease")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["kube-headroom-reconciler"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    binding = find(default(), "RoleBinding", "kube-headroom-webhook-reconciler-lease")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kube-headroom-webhook", "namespace": NAMESPACE}
+    ]
 
 
 def test_metrics_reader_grants_get_on_the_metrics_url() -> None:

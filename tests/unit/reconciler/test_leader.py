@@ -62,13 +62,14 @@ class LeaseStore:
         return spec
 
 
-def config(identity: str, *, lease_duration: float = 0.6) -> ElectionConfig:
+def config(identity: str, *, lease_duration: float = 0.6, exclusive: bool = True) -> ElectionConfig:
     return ElectionConfig(
         namespace="kube-headroom-system",
         identity=identity,
         lease_duration=lease_duration,
         renew_deadline=0.4,
         retry_period=0.02,
+        exclusive=exclusive,
     )
 
 
@@ -145,6 +146,28 @@ def test_a_follower_waits_for_expiry_then_takes_over() -> None:
     assert waited >= 0.5
     assert store.spec["holderIdentity"] == "b"
     assert store.spec["leaseTransitions"] == 1
+
+
+def test_a_reconciler_that_does_not_elect_holds_the_lease_at_once() -> None:
+    store = LeaseStore()
+
+    async def scenario() -> None:
+        # A leader that crashed a moment ago: its Lease has not expired yet.
+        crashed = Candidate(store, "a")
+        crashed.elector = LeaderElector(api=store, config=config("a", lease_duration=30.0))
+        crashed.start()
+        await asyncio.wait_for(crashed.started.wait(), 2.0)
+        await crashed.crash()
+        sole = Candidate(store, "b")
+        sole.elector = LeaderElector(api=store, config=config("b", exclusive=False))
+        sole.start()
+        await asyncio.wait_for(sole.started.wait(), 0.2)
+        await sole.elector.release()
+
+    asyncio.run(scenario())
+    # Released on the way out, so the webhook sees no live reconciler at once.
+    assert "holderIdentity" not in store.spec
+    assert store.spec["leaseDurationSeconds"] == 1
 
 
 def test_release_hands_over_without_waiting_for_expiry() -> None:

@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.main import DEFAULT_LEASE_NAMESPACE, default_lease_namespace, parse_args
+from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE, default_lease_namespace
+from reconciler.main import parse_args
 
 
 def test_defaults_match_the_runbook_manager() -> None:

@@ -4,17 +4,24 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Final
 
 import orjson
 
 from app.core.config import Settings
+from app.core.labels import LEASE_NAME
+from app.core.nodefeatures import POD_LEVEL_RESIZE
 from app.core.views import object_key
 from app.io.http import ApiError, ApiResponse
-from tests.unit.app.builders import headroom_config, namespace, pod
+from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
+from tests.unit.app.builders import headroom_config, namespace, node, pod
 from webhook.cache import AdmissionCache, Resource
 
 Obj = dict[str, Any]
+
+# The wall clock the caches built here read; their monotonic clock stands still at 0.
+NOW: Final = datetime(2030, 1, 1, tzinfo=UTC)
 
 GVK = {
     "Pod": {"group": "", "version": "v1", "kind": "Pod"},
@@ -98,27 +105,65 @@ def new_pod(
     return obj
 
 
+def lease(*, holder: str = "reconciler-0", renewed: datetime = NOW, seconds: int = 15) -> Obj:
+    """The reconciler's Lease as its elector writes it."""
+    spec: Obj = {
+        "leaseDurationSeconds": seconds,
+        "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    }
+    if holder:
+        spec["holderIdentity"] = holder
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": DEFAULT_LEASE_NAMESPACE},
+        "spec": spec,
+    }
+
+
+def managed_node(
+    name: str = "node-1", *, labels: Mapping[str, str] | None = None, **kwargs: Any
+) -> Obj:
+    """A node Headroom manages unless ``kwargs`` say otherwise, able to resize pod-level
+    resources too; ``labels`` add to the usual ones."""
+    usual = {"kubernetes.io/os": "linux", "kubernetes.io/hostname": name}
+    return node(
+        name, labels={**usual, **(labels or {})}, declared_features=[POD_LEVEL_RESIZE], **kwargs
+    )
+
+
 def cluster_cache(
     *,
     namespaces: Sequence[Obj] = (),
     quotas: Sequence[Obj] = (),
     limit_ranges: Sequence[Obj] = (),
     vpas: Sequence[Obj] = (),
+    nodes: Sequence[Obj] | None = None,
+    leases: Sequence[Obj] | None = None,
     config: Obj | None = None,
     api: "FakeKube | None" = None,
     unsynced: Sequence[Resource] = (),
+    clock: Callable[[], float] = lambda: 0.0,
 ) -> AdmissionCache:
-    """A cache holding exactly these objects (the managed ``team-a`` by default).
+    """A cache holding exactly these objects (by default the managed ``team-a``, one
+    managed node and a live reconciler's Lease).
 
     Every resource counts as listed except those in ``unsynced``.
     """
-    cache = AdmissionCache(api=api or FakeKube())
+    cache = AdmissionCache(
+        api=api or FakeKube(),
+        lease_namespace=DEFAULT_LEASE_NAMESPACE,
+        clock=clock,
+        wall_clock=lambda: NOW,
+    )
     contents: dict[Resource, Sequence[Obj]] = {
         Resource.NAMESPACES: namespaces or [namespace("team-a")],
         Resource.RESOURCE_QUOTAS: quotas,
         Resource.LIMIT_RANGES: limit_ranges,
         Resource.VPAS: vpas,
+        Resource.NODES: [managed_node()] if nodes is None else nodes,
         Resource.CONFIG: [config or headroom_config(spec={"dryRun": False})],
+        Resource.LEASE: [lease()] if leases is None else leases,
     }
     for resource, objects in contents.items():
         if resource not in unsynced:
@@ -140,7 +185,9 @@ def seen(cache: AdmissionCache, resource: Resource, obj: Obj, *, deleted: bool =
         Resource.RESOURCE_QUOTAS: cache.cluster.apply_quota,
         Resource.LIMIT_RANGES: cache.cluster.apply_limit_range,
         Resource.VPAS: cache.cluster.apply_vpa,
+        Resource.NODES: cache.cluster.apply_node,
         Resource.CONFIG: cache.cluster.apply_config,
+        Resource.LEASE: cache.apply_lease,
     }[resource]
     apply(object_key(obj), None if deleted else obj)
 
@@ -153,7 +200,7 @@ class BrokenCache(AdmissionCache):
     """
 
     def __init__(self) -> None:
-        super().__init__(api=FakeKube())
+        super().__init__(api=FakeKube(), lease_namespace=DEFAULT_LEASE_NAMESPACE)
 
     async def settings(self) -> Settings:
         raise RuntimeError("a defect")

@@ -2,6 +2,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
+from app.core.birth import Unseeded
 from tests.unit.app.builders import headroom_config, resource_quota
 from tests.unit.webhook.builders import admission_review, cluster_cache, new_pod
 from tests.unit.webhook.client import CERTS, Client, admit, webhook_client
@@ -106,6 +107,8 @@ def test_every_series_exists_at_zero_and_counts_results() -> None:
             )
             == 0.0
         )
+    for reason in Unseeded:
+        assert registry.get_sample_value("headroom_webhook_unseeded_total", {"reason": reason}) == 0
     admit(client, "/mutate/pods", admission_review(new_pod()))
     admit(
         client,

@@ -7,11 +7,13 @@ import pytest
 from app.core.config import DEFAULT_SETTINGS
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS
 from app.io.http import ApiError
+from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
 from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
 from tests.unit.webhook.builders import FakeKube, cluster_cache, listed, seen
 from webhook.cache import AdmissionCache, Resource, Unavailable
 
 CONFIG_PATH = "/apis/kube-headroom.dev/v1alpha1/headroomconfigs"
+LEASES_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{DEFAULT_LEASE_NAMESPACE}/leases"
 
 
 def _answer(coroutine: Any) -> Any:
@@ -82,10 +84,12 @@ def test_without_the_vpa_api_there_are_no_vpas_and_the_cache_is_ready() -> None:
         "/api/v1/namespaces": _empty_list(),
         "/api/v1/resourcequotas": _empty_list(),
         "/api/v1/limitranges": _empty_list(),
+        "/api/v1/nodes": _empty_list(),
         CONFIG_PATH: _empty_list(),
+        LEASES_PATH: _empty_list(),
     }
     api = FakeKube(lists)
-    cache = AdmissionCache(api=api)
+    cache = AdmissionCache(api=api, lease_namespace=DEFAULT_LEASE_NAMESPACE)
 
     async def scenario() -> bool:
         await cache.start()
@@ -116,7 +120,7 @@ def test_config_events_and_defaults() -> None:
 
 
 def test_an_empty_config_list_means_defaults() -> None:
-    cache = AdmissionCache(api=FakeKube())
+    cache = AdmissionCache(api=FakeKube(), lease_namespace=DEFAULT_LEASE_NAMESPACE)
     listed(cache, Resource.CONFIG, [])
     assert _answer(cache.settings()) == DEFAULT_SETTINGS
 
@@ -191,7 +195,9 @@ def test_a_slow_direct_read_is_cut_short() -> None:
         async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Any:
             await asyncio.sleep(5)
 
-    cache = AdmissionCache(api=Slow(), fallback_seconds=0.05)
+    cache = AdmissionCache(
+        api=Slow(), lease_namespace=DEFAULT_LEASE_NAMESPACE, fallback_seconds=0.05
+    )
     with pytest.raises(Unavailable, match=r"no answer in 0.05s"):
         _answer(cache.namespace_labels("team-a"))
 
@@ -224,7 +230,7 @@ def test_watchers_list_in_pages_follow_events_and_relist_when_expired() -> None:
             ]
         },
     )
-    cache = AdmissionCache(api=api)
+    cache = AdmissionCache(api=api, lease_namespace=DEFAULT_LEASE_NAMESPACE)
 
     async def scenario() -> list[tuple[str, Mapping[str, str]]]:
         await cache.start()
@@ -269,7 +275,7 @@ def test_config_watch_is_limited_to_the_singleton() -> None:
             CONFIG_PATH: _empty_list(),
         }
     )
-    cache = AdmissionCache(api=api)
+    cache = AdmissionCache(api=api, lease_namespace=DEFAULT_LEASE_NAMESPACE)
 
     async def scenario() -> None:
         await cache.start()

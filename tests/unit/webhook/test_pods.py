@@ -1,7 +1,9 @@
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tests.unit.app.builders import (
     container,
@@ -13,11 +15,15 @@ from tests.unit.app.builders import (
     vpa,
 )
 from tests.unit.webhook.builders import (
+    NOW,
     BrokenCache,
     FakeKube,
     admission_review,
     cluster_cache,
+    lease,
+    managed_node,
     new_pod,
+    seen,
 )
 from tests.unit.webhook.client import admit, patched, webhook_client
 from webhook.cache import Resource
@@ -280,13 +286,18 @@ POOLS = {
         pytest.param({"pool": "web"}, {"app": "2"}, id="pools-initial-multiplier"),
         pytest.param({"pool": "batch"}, {"app": None}, id="pool-in-dry-run"),
         pytest.param({"zone": "a"}, {"app": "1"}, id="pool-unknown-uses-top-level"),
-        pytest.param(None, {"app": "1"}, id="no-node-selection"),
+        pytest.param(None, {"app": None}, id="may-land-in-the-dry-run-pool"),
     ],
 )
 def test_birth_limits_follow_the_pool_the_pod_will_land_in(
     node_selector: dict[str, str] | None, expected: dict[str, str | None]
 ) -> None:
-    client = webhook_client(cluster_cache(config=headroom_config(spec=POOLS)))
+    nodes = [
+        managed_node("web-1", labels={"pool": "web"}),
+        managed_node("batch-1", labels={"pool": "batch"}),
+        managed_node("plain-1", labels={"zone": "a"}),
+    ]
+    client = webhook_client(cluster_cache(config=headroom_config(spec=POOLS), nodes=nodes))
     pod = new_pod(node_selector=node_selector)
     response = admit(client, "/mutate/pods", admission_review(pod))
     assert _cpu_limits(patched(pod, response)) == expected
@@ -349,3 +360,135 @@ def test_an_unreadable_server_version_admits_the_pod_unchanged_with_a_warning() 
     assert "patch" not in response
     [warning] = response["warnings"]
     assert warning.startswith("Headroom did not seed a CPU limit: cannot read the API server")
+
+
+UNMANAGED_NODES = {
+    "excluded-by-selector": managed_node("static-1", labels={"cpu-manager-policy": "static"}),
+    "kubelet-1.34": managed_node("old-1", kubelet_version="v1.34.2"),
+    "windows": managed_node(
+        "win-1", labels={"kubernetes.io/os": "windows"}, operating_system="windows"
+    ),
+}
+EXCLUDING = {
+    "dryRun": False,
+    "excludedNodeSelector": {"matchLabels": {"cpu-manager-policy": "static"}},
+}
+
+
+def _pinned(how: str, node_name: str) -> dict[str, Any]:
+    """A pod spec's constraint that leaves it one node: by nodeSelector or node affinity."""
+    if how == "node-selector":
+        return {"nodeSelector": {"kubernetes.io/hostname": node_name}}
+    expression = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}
+    term = {"matchExpressions": [expression]}
+    required = {"nodeSelectorTerms": [term]}
+    return {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    }
+
+
+def _unseeded(registry: CollectorRegistry, reason: str) -> float | None:
+    return registry.get_sample_value("headroom_webhook_unseeded_total", {"reason": reason})
+
+
+@pytest.mark.parametrize("how", ["node-selector", "node-affinity"])
+@pytest.mark.parametrize("kind", list(UNMANAGED_NODES))
+def test_a_pod_bound_for_a_node_headroom_leaves_alone_is_born_unseeded(kind: str, how: str) -> None:
+    unmanaged = UNMANAGED_NODES[kind]
+    nodes = [managed_node("node-1"), unmanaged]
+    registry = CollectorRegistry()
+    cache = cluster_cache(config=headroom_config(spec=EXCLUDING), nodes=nodes)
+    client = webhook_client(cache, registry=registry)
+    for target, expected in ((unmanaged["metadata"]["name"], None), ("node-1", "1")):
+        pod = new_pod()
+        pod["spec"].update(_pinned(how, target))
+        response = admit(client, "/mutate/pods", admission_review(pod))
+        assert _cpu_limits(patched(pod, response)) == {"app": expected}
+        assert "warnings" not in response
+    assert _unseeded(registry, "unmanaged-node") == 1
+
+
+def test_a_pod_that_may_land_on_any_node_is_seeded_only_if_every_node_is_managed() -> None:
+    registry = CollectorRegistry()
+    cache = cluster_cache(config=headroom_config(spec=EXCLUDING), nodes=[managed_node("node-1")])
+    client = webhook_client(cache, registry=registry)
+    assert _cpu_limits(
+        patched(new_pod(), admit(client, "/mutate/pods", admission_review(new_pod())))
+    ) == {"app": "1"}
+    seen(cache, Resource.NODES, UNMANAGED_NODES["windows"])
+    response = admit(client, "/mutate/pods", admission_review(new_pod()))
+    assert "patch" not in response
+    # Unless it cannot go there: Windows nodes are commonly tainted, and the pod does not
+    # tolerate it.
+    seen(
+        cache,
+        Resource.NODES,
+        managed_node(
+            "win-1",
+            labels={"kubernetes.io/os": "windows"},
+            taints=[{"key": "os", "value": "windows", "effect": "NoSchedule"}],
+        ),
+    )
+    response = admit(client, "/mutate/pods", admission_review(new_pod()))
+    assert _cpu_limits(patched(new_pod(), response)) == {"app": "1"}
+    assert _unseeded(registry, "unmanaged-node") == 1
+
+
+LIVE_FOR = 15
+
+
+@pytest.mark.parametrize(
+    ("leases", "seen_for", "reason"),
+    [
+        pytest.param(None, 0.0, None, id="live"),
+        pytest.param([], 0.0, "no-reconciler", id="no-lease"),
+        pytest.param([lease(holder="")], 0.0, "no-reconciler", id="released"),
+        pytest.param(
+            [lease(renewed=NOW - timedelta(seconds=LIVE_FOR + 1))],
+            0.0,
+            "no-reconciler",
+            id="expired",
+        ),
+        pytest.param(None, LIVE_FOR + 1.0, "no-reconciler", id="not-renewed-since-seen"),
+        pytest.param(None, 0.0, None, id="renewed"),
+    ],
+)
+def test_a_pod_created_while_no_reconciler_is_live_is_born_unseeded(
+    leases: list[dict[str, Any]] | None, seen_for: float, reason: str | None
+) -> None:
+    now = [0.0]
+    registry = CollectorRegistry()
+    cache = cluster_cache(
+        config=headroom_config(spec=ENFORCING), leases=leases, clock=lambda: now[0]
+    )
+    now[0] = seen_for
+    client = webhook_client(cache, registry=registry)
+    pod = new_pod()
+    response = admit(client, "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": None if reason else "1"}
+    if reason is not None:
+        assert _unseeded(registry, reason) == 1
+
+
+def test_a_renewal_seen_keeps_the_reconciler_live() -> None:
+    now = [0.0]
+    cache = cluster_cache(config=headroom_config(spec=ENFORCING), clock=lambda: now[0])
+    client = webhook_client(cache)
+    now[0] = LIVE_FOR - 1.0
+    seen(cache, Resource.LEASE, lease(renewed=NOW + timedelta(seconds=1)))
+    now[0] = LIVE_FOR + 1.0
+    assert _cpu_limits(
+        patched(new_pod(), admit(client, "/mutate/pods", admission_review(new_pod())))
+    ) == {"app": "1"}
+
+
+@pytest.mark.parametrize("resource", [Resource.NODES, Resource.LEASE])
+def test_before_nodes_and_the_lease_are_listed_nothing_is_seeded_with_a_warning(
+    resource: Resource,
+) -> None:
+    cache = cluster_cache(config=headroom_config(spec=ENFORCING), unsynced=[resource])
+    response = admit(webhook_client(cache), "/mutate/pods", admission_review(new_pod()))
+    assert "patch" not in response
+    [warning] = response["warnings"]
+    assert warning.startswith("Headroom did not seed a CPU limit: the ")
+    assert "not listed yet" in warning
