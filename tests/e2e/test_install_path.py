@@ -376,18 +376,31 @@ def test_enforce_converges_a_pod_while_the_webhook_container_seeds_new_ones(
         and e["involvedObject"]["name"] == pod["metadata"]["name"]
     ]
     assert any(message.split(" (")[0].endswith("-> 5000m") for message in adjusted), adjusted
-    created = json.loads(
-        stack.kubectl(
-            "create", "-n", namespace, "-o", "json", "-f", "-",
-            input=json.dumps(
-                builders.pod(
-                    "seeded", namespace, cpu="250m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
-                )
-            ),
+    manifest = stack.work / "seeded.json"
+    manifest.write_text(
+        json.dumps(
+            builders.pod(
+                "seeded", namespace, cpu="250m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
+            )
         )
-    )  # fmt: skip
-    stack.say(f"    a new 250m pod is admitted with limits.cpu {cpu_limit(created)}")
-    assert cpu_limit(created) == "500m"
+    )
+
+    def admitted(*flags: str) -> tuple[str | None, str]:
+        """The pod's CPU limit as admission leaves it, and kubectl's stderr: the admission
+        warnings that say why a pod was not seeded."""
+        result = stack.sh(
+            f"kubectl create -n {namespace} -o json {' '.join(flags)} -f {manifest}", show=False
+        )
+        assert result.returncode == 0, result.stderr
+        return cpu_limit(json.loads(result.stdout)), result.stderr
+
+    # The webhook's watches see the config switched to enforcing a moment after the patch.
+    eventually(
+        lambda: admitted("--dry-run=server")[0] == "500m", what="the webhook to seed new pods"
+    )
+    limit, warnings = admitted()
+    stack.say(f"    a new 250m pod is admitted with limits.cpu {limit}")
+    assert limit == "500m", warnings
 
 
 # -- Prometheus -----------------------------------------------------------------------
