@@ -145,6 +145,15 @@ async def _decide(route: _Route, review: AdmissionRequest, cluster: AdmissionCac
             decision.message,
             extra=_log_context(review),
         )
+    elif decision.unseeded is not None and logger.isEnabledFor(logging.DEBUG):
+        # One line per pod: only when asked for (``--log-level=debug``); the metric counts.
+        logger.debug(
+            "no birth limit for %s %s: %s",
+            route.kind,
+            _object_name(review),
+            decision.unseeded.detail,
+            extra=_log_context(review),
+        )
     return decision
 
 

@@ -46,7 +46,7 @@ from enum import StrEnum
 from typing import Any, Final, Protocol
 
 from app.core import apipaths
-from app.core.birth import Unreached, birth_reach
+from app.core.birth import NO_LIVE_RECONCILER, Unreached, birth_reach
 from app.core.cluster import ClusterCache, Quiet
 from app.core.config import Settings
 from app.core.feeds import object_feed
@@ -254,7 +254,7 @@ class AdmissionCache:
         one rollout ask the same question.
         """
         if not self.reconciler_live():
-            return birth_reach(settings, placement, (), reconciler_live=False, pod_level=pod_level)
+            return NO_LIVE_RECONCILER
         if not self._synced(Resource.NODES):
             raise Unavailable("the nodes are not listed yet")
         generation = self.cluster.node_generation

@@ -21,6 +21,7 @@ like every limit on a node Headroom stops managing.
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from app.core.config import Settings, settings_for_node
 from app.core.eligibility import node_ineligibility
@@ -43,6 +44,9 @@ class Unreached:
     detail: str
 
 
+NO_LIVE_RECONCILER: Final = Unreached(Unseeded.NO_RECONCILER, "no live reconciler holds its Lease")
+
+
 def birth_reach(
     settings: Settings,
     placement: Placement,
@@ -57,7 +61,7 @@ def birth_reach(
     says the limit would be seeded at pod level.
     """
     if not reconciler_live:
-        return Unreached(Unseeded.NO_RECONCILER, "no live reconciler holds its Lease")
+        return NO_LIVE_RECONCILER
     candidates = placement.candidates(nodes)
     if not candidates:
         return Unreached(Unseeded.NO_NODE, "no node it can be scheduled to exists yet")

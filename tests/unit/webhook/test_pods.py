@@ -1,4 +1,5 @@
 import copy
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -492,3 +493,16 @@ def test_before_nodes_and_the_lease_are_listed_nothing_is_seeded_with_a_warning(
     [warning] = response["warnings"]
     assert warning.startswith("Headroom did not seed a CPU limit: the ")
     assert "not listed yet" in warning
+
+
+def test_why_a_pod_was_born_unseeded_is_logged_at_debug_level(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="webhook.app")
+    nodes = [managed_node("node-1"), UNMANAGED_NODES["windows"]]
+    cache = cluster_cache(config=headroom_config(spec=ENFORCING), nodes=nodes)
+    admit(webhook_client(cache), "/mutate/pods", admission_review(new_pod()))
+    assert [record.getMessage() for record in caplog.records] == [
+        "no birth limit for Pod team-a/web-abcde: it may land on node win-1, which Headroom "
+        "does not manage (windows-node)"
+    ]
