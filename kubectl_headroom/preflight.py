@@ -4,7 +4,9 @@ Blockers are what would make Headroom misbehave if the namespace were enrolled
 now (a ``limits.cpu`` quota, a control plane too old to resize, no cert-manager);
 warnings are what narrows what Headroom can do (nodes whose pods it leaves alone:
 Windows, kubelets older than 1.35 or of unknown version; nodes labelled as running a
-static CPU/Memory Manager; LimitRange caps; VPAs that control limits).
+static CPU/Memory Manager; LimitRange caps; VPAs that control limits); information is what
+an operator may want to change (a node Headroom leaves alone that no taint keeps ordinary
+pods off, so those pods are born without a birth limit).
 """
 
 from collections.abc import Collection, Iterator
@@ -16,6 +18,7 @@ from app.core.config import Settings
 from app.core.eligibility import Ineligible, node_ineligibility, node_reason, vpa_controls_limits
 from app.core.limitrange import limit_range_caps
 from app.core.nodes import MINIMUM_RESIZE_TEXT, node_facts, resize_capable
+from app.core.placement import repelling_taints
 from app.core.quantity import format_cpu_millis
 from kubectl_headroom.state import ClusterState
 
@@ -58,6 +61,7 @@ def preflight(
     findings = [
         *_server_version(state),
         *_nodes(state, settings),
+        *_untainted(state, settings),
         *_quotas(state, scope),
         *_limit_ranges(state, scope),
         *_vpas(state, scope),
@@ -120,6 +124,26 @@ def _nodes(state: ClusterState, settings: Settings) -> Iterator[Finding]:
                 "pods, but exclude the node if its pods should keep fixed limits"
             )
         yield Finding(check, Severity.WARNING, f"node/{node['metadata']['name']}", message, fix)
+
+
+def _untainted(state: ClusterState, settings: Settings) -> Iterator[Finding]:
+    """Nodes Headroom leaves alone that ordinary pods may land on: the webhook gives no
+    pod that could be scheduled there a birth limit (``app.core.birth``)."""
+    for node in state.nodes:
+        facts = node_facts(node)
+        gate = node_ineligibility(settings, facts)
+        if gate is None or repelling_taints(node):
+            continue
+        name = node["metadata"]["name"]
+        yield Finding(
+            "untainted-unmanaged-node",
+            Severity.INFO,
+            f"node/{name}",
+            f"{node_reason(gate, facts)}, and no NoSchedule or NoExecute taint keeps other "
+            "pods off it: a new pod that could be scheduled here is born without a birth limit",
+            f"taint it (kubectl taint node {name} KEY=VALUE:NoSchedule) and let only the pods "
+            "meant for it tolerate the taint",
+        )
 
 
 def _quotas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:

@@ -10,15 +10,24 @@ from kubectl_headroom.preflight import Severity, preflight
 from kubectl_headroom.state import ClusterState
 from tests.unit.app import builders as b
 
+# What keeps ordinary pods off a node meant for some only.
+DEDICATED = {"key": "dedicated", "value": "legacy", "effect": "NoSchedule"}
+
 
 def _node(
-    name: str = "node-1", *, kubelet: str = "v1.37.2", os: str = "linux", **labels: str
+    name: str = "node-1",
+    *,
+    kubelet: str = "v1.37.2",
+    os: str = "linux",
+    taints: Sequence[dict[str, Any]] = (),
+    **labels: str,
 ) -> dict[str, Any]:
     return b.node(
         name,
         labels={"kubernetes.io/os": "linux", **labels},
         kubelet_version=kubelet,
         operating_system=os,
+        taints=taints,
     )
 
 
@@ -74,22 +83,22 @@ def test_clean_cluster_has_no_findings() -> None:
             id="unparseable-server",
         ),
         pytest.param(
-            state(nodes=[_node("old", kubelet="v1.33.1")]),
+            state(nodes=[_node("old", kubelet="v1.33.1", taints=[DEDICATED])]),
             ("kubelet-version", Severity.WARNING, "node/old"),
             id="old-kubelet",
         ),
         pytest.param(
-            state(nodes=[_node("silent", kubelet="")]),
+            state(nodes=[_node("silent", kubelet="", taints=[DEDICATED])]),
             ("kubelet-version", Severity.WARNING, "node/silent"),
             id="unknown-kubelet",
         ),
         pytest.param(
-            state(nodes=[_node("win2", kubelet="v1.37.2", os="windows")]),
+            state(nodes=[_node("win2", os="windows", taints=[DEDICATED])]),
             ("windows-node", Severity.WARNING, "node/win2"),
             id="windows-by-node-info",
         ),
         pytest.param(
-            state(nodes=[_node("win", **{"kubernetes.io/os": "windows"})]),
+            state(nodes=[_node("win", taints=[DEDICATED], **{"kubernetes.io/os": "windows"})]),
             ("windows-node", Severity.WARNING, "node/win"),
             id="windows",
         ),
@@ -151,8 +160,37 @@ def test_requests_only_vpa_and_unmanaged_limit_ranges_are_fine() -> None:
 
 def test_nodes_excluded_by_the_config_are_not_version_checked() -> None:
     config = b.headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"pool": "legacy"}}})
-    cluster = state(nodes=[_node("old", kubelet="v1.30.0", pool="legacy")], config=config)
-    assert checks(cluster) == []
+    old = _node("old", kubelet="v1.30.0", pool="legacy", taints=[DEDICATED])
+    assert checks(state(nodes=[old], config=config)) == []
+
+
+EXCLUDING = b.headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"pool": "legacy"}}})
+
+
+@pytest.mark.parametrize(
+    ("node", "config", "expected"),
+    [
+        pytest.param(_node("legacy-1", pool="legacy"), EXCLUDING, [], id="excluded"),
+        pytest.param(
+            _node("win", os="windows"),
+            None,
+            [("windows-node", Severity.WARNING, "node/win")],
+            id="windows",
+        ),
+        pytest.param(
+            _node("soft", pool="legacy", taints=[{**DEDICATED, "effect": "PreferNoSchedule"}]),
+            EXCLUDING,
+            [],
+            id="prefer-no-schedule-keeps-no-pod-off",
+        ),
+    ],
+)
+def test_a_node_headroom_leaves_alone_that_no_taint_guards_costs_birth_limits(
+    node: dict[str, Any], config: dict[str, Any] | None, expected: list[tuple[str, Severity, str]]
+) -> None:
+    name = node["metadata"]["name"]
+    found = checks(state(nodes=[node], config=config))
+    assert found == [*expected, ("untainted-unmanaged-node", Severity.INFO, f"node/{name}")]
 
 
 def test_blockers_sort_first() -> None:
@@ -160,7 +198,11 @@ def test_blockers_sort_first() -> None:
         nodes=[_node("win", **{"kubernetes.io/os": "windows"})],
         cert_manager=False,
     )
-    assert [c[1] for c in checks(cluster)] == [Severity.BLOCKER, Severity.WARNING]
+    assert [c[1] for c in checks(cluster)] == [
+        Severity.BLOCKER,
+        Severity.WARNING,
+        Severity.INFO,
+    ]
 
 
 def test_an_invalid_config_falls_back_to_defaults_with_a_reason() -> None:
@@ -173,7 +215,8 @@ def test_an_invalid_config_falls_back_to_defaults_with_a_reason() -> None:
 
 def test_a_node_too_old_to_resize_says_its_pods_are_left_alone() -> None:
     settings = parse_config(b.headroom_config())
-    [finding] = preflight(state(nodes=[_node("old", kubelet="v1.34.2")]), settings=settings)
+    old = _node("old", kubelet="v1.34.2", taints=[DEDICATED])
+    [finding] = preflight(state(nodes=[old]), settings=settings)
     assert finding.message == (
         "kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer): "
         "Headroom leaves its pods alone"
