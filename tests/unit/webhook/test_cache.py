@@ -4,12 +4,14 @@ from typing import Any
 
 import pytest
 
+from app.core.birth import Unseeded
 from app.core.config import DEFAULT_SETTINGS
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS
+from app.core.placement import placement
 from app.io.http import ApiError
 from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
 from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
-from tests.unit.webhook.builders import FakeKube, cluster_cache, listed, seen
+from tests.unit.webhook.builders import FakeKube, cluster_cache, listed, managed_node, seen
 from webhook.cache import AdmissionCache, Resource, Unavailable
 
 CONFIG_PATH = "/apis/kube-headroom.dev/v1alpha1/headroomconfigs"
@@ -288,3 +290,23 @@ def test_config_watch_is_limited_to_the_singleton() -> None:
     asyncio.run(scenario())
     config_requests = [params for path, params in api.requests if path == CONFIG_PATH]
     assert all(params["fieldSelector"] == "metadata.name=cluster" for params in config_requests)
+
+
+def test_the_birth_limits_reach_is_remembered_only_until_a_node_changes() -> None:
+    config = headroom_config(
+        spec={"dryRun": False, "excludedNodeSelector": {"matchLabels": {"pool": "legacy"}}}
+    )
+    cache = cluster_cache(config=config)
+    settings = _answer(cache.settings())
+    anywhere = placement({})
+    assert cache.birth_reach(settings, anywhere, pod_level=False) is None
+    seen(cache, Resource.NODES, managed_node("node-1", labels={"pool": "legacy"}))
+    unreached = cache.birth_reach(settings, anywhere, pod_level=False)
+    assert unreached is not None
+    assert unreached.reason is Unseeded.UNMANAGED_NODE
+    seen(cache, Resource.NODES, managed_node("node-1"))
+    assert cache.birth_reach(settings, anywhere, pod_level=False) is None
+    seen(cache, Resource.NODES, managed_node("node-1"), deleted=True)
+    unreached = cache.birth_reach(settings, anywhere, pod_level=False)
+    assert unreached is not None
+    assert unreached.reason is Unseeded.NO_NODE
