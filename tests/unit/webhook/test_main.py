@@ -7,6 +7,7 @@ import ssl
 import httpx
 import pytest
 
+from app.io.kubeconfig import default_lease_namespace
 from tests.unit.webhook.builders import admission_review, new_pod
 from tests.unit.webhook.process import Running
 from webhook.main import parse_args
@@ -22,6 +23,14 @@ def test_defaults_match_the_runbook() -> None:
     assert args.metrics_secure is True
     assert (args.cert_dir, args.metrics_cert_path, args.kubeconfig) == (None, None, None)
     assert (args.log_format, args.log_level) == ("json", "info")
+    # Outside a pod the reconciler's Lease is looked for in the chart's namespace.
+    assert args.reconciler_lease_namespace is None
+    assert default_lease_namespace() == "kube-headroom-system"
+
+
+def test_the_reconcilers_lease_can_be_looked_for_elsewhere() -> None:
+    args = parse_args(["--reconciler-lease-namespace", "ops"])
+    assert args.reconciler_lease_namespace == "ops"
 
 
 @pytest.mark.parametrize(
