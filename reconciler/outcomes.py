@@ -14,7 +14,9 @@ Answers are classified once, here (`classify`):
   "not wanted now": no back-off, and the pod is planned again when the cluster says so
   (the config back, the namespace enrolled, the label removed).
 - **quota-denied**: a `limits.cpu` ResourceQuota refused the raise (back off).
-- **transient**: the API server could not answer now (429, 5xx): retried soon.
+- **transient**: the API server could not answer now (429, 5xx), or could not evaluate the
+  chart's resize policy because it could not read the policy's HeadroomConfig just then (its
+  own read timed out, say): retried soon.
 - **rejected**: anything else the API server refused. The eligibility gates and the QoS
   guard exist so that this never happens: it is logged as a bug and the pod backs off,
   until its node's settings change.
@@ -62,6 +64,9 @@ POLICY_STOPS: Final = (
     "does not resize pods labelled kube-headroom.dev/mode other than managed",
     "does not resize pods whose owner spec.excludedOwners excludes",
 )
+# How the API server says it could not set the policy up for this request (other than a
+# missing parameter, a stop): typically its read of the HeadroomConfig failed just then.
+_POLICY_UNCONFIGURED: Final = "failed to configure binding"
 
 _RESULTS: Final = {
     Answer.OK: Result.OK,
@@ -91,8 +96,11 @@ def classify(*, code: int, body: Mapping[str, Any]) -> Answer:
     if code == HTTPStatus.TOO_MANY_REQUESTS or code >= HTTPStatus.INTERNAL_SERVER_ERROR:
         return Answer.TRANSIENT
     message = status_message(body)
-    if _POLICY_DENIAL.search(message) and any(stop in message for stop in POLICY_STOPS):
-        return Answer.STOPPED
+    if _POLICY_DENIAL.search(message):
+        if any(stop in message for stop in POLICY_STOPS):
+            return Answer.STOPPED
+        if _POLICY_UNCONFIGURED in message:
+            return Answer.TRANSIENT
     if code == HTTPStatus.FORBIDDEN and any(phrase in message for phrase in _QUOTA_PHRASES):
         return Answer.QUOTA_DENIED
     return Answer.REJECTED

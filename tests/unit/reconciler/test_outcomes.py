@@ -143,6 +143,19 @@ def test_a_stop_landing_in_flight_is_stopped_not_a_bug(message: str) -> None:
         assert result_of(answer) is Result.CONFLICT
 
 
+def test_a_policy_the_api_server_could_not_set_up_is_retried_soon() -> None:
+    # What the API server answered when its own read of the HeadroomConfig timed out just
+    # after the config was deleted and created again (the stops-mid-wave test, under load).
+    body = _denied(
+        "failed to configure binding: Get "
+        '"https://127.0.0.1:20682/apis/kube-headroom.dev/v1alpha1/headroomconfigs/cluster": '
+        "context deadline exceeded"
+    )
+    answer = classify(code=422, body=body)
+    assert answer is Answer.TRANSIENT
+    assert result_of(answer) is Result.ERROR
+
+
 def test_the_policy_s_other_refusal_is_still_a_bug() -> None:
     body = _denied(
         "Headroom's reconciler changes only limits.cpu through pods/resize, never requests, "
