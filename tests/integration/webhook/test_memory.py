@@ -111,6 +111,9 @@ def enrolled(control_plane: Cluster, headroom_crd: str) -> Iterator[None]:
         ],
     }
     control_plane.kubectl("delete", "hcfg", "cluster", "--ignore-not-found")
+    # Other tests on this control plane use the same namespace and delete it without
+    # waiting: a namespace still terminating cannot be created again.
+    control_plane.kubectl("wait", "--for=delete", f"namespace/{REVIEW_NAMESPACE}", "--timeout=120s")
     control_plane.kubectl("create", "-f", "-", input=json.dumps(objects))
     try:
         yield
