@@ -138,6 +138,7 @@ class AdmissionCache:
             field_selector=f"metadata.name={LEASE_NAME}",
         )
         self._lease: LeaseRecord | None = None
+        self._lease_key: str | None = None
         self._lease_seen_at = 0.0
         self._reach: dict[tuple[Settings, Placement, bool], Unreached | None] = {}
         self._reach_generation = -1
@@ -146,12 +147,14 @@ class AdmissionCache:
 
     def apply_lease(self, key: str, obj: Mapping[str, Any] | None) -> None:
         record = None if obj is None else lease_record(obj)
+        self._lease_key = None if obj is None else key
         if record != self._lease:
             self._lease = record
             self._lease_seen_at = self._clock()
 
     def _lease_keys(self) -> list[str]:
-        return [] if self._lease is None else [LEASE_NAME]
+        """What a relist forgets unless it lists it again: the Lease, under its feed key."""
+        return [] if self._lease_key is None else [self._lease_key]
 
     # -- readiness and lifecycle -------------------------------------------------------
 

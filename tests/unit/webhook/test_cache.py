@@ -1,4 +1,5 @@
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,15 @@ from app.core.placement import placement
 from app.io.http import ApiError
 from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
 from tests.unit.app.builders import headroom_config, limit_range, namespace, resource_quota, vpa
-from tests.unit.webhook.builders import FakeKube, cluster_cache, listed, managed_node, seen
+from tests.unit.webhook.builders import (
+    NOW,
+    FakeKube,
+    cluster_cache,
+    lease,
+    listed,
+    managed_node,
+    seen,
+)
 from webhook.cache import AdmissionCache, Resource, Unavailable
 
 CONFIG_PATH = "/apis/kube-headroom.dev/v1alpha1/headroomconfigs"
@@ -310,3 +319,24 @@ def test_the_birth_limits_reach_is_remembered_only_until_a_node_changes() -> Non
     unreached = cache.birth_reach(settings, anywhere, pod_level=False)
     assert unreached is not None
     assert unreached.reason is Unseeded.NO_NODE
+
+
+def test_a_listed_lease_is_kept_when_the_list_ends() -> None:
+    """The Lease's reflector lists it and, at the end of the list, forgets only what the
+    list did not report: a live reconciler is live from the first list on."""
+    api = FakeKube({LEASES_PATH: {"metadata": {"resourceVersion": "1"}, "items": [lease()]}})
+    cache = AdmissionCache(
+        api=api, lease_namespace=DEFAULT_LEASE_NAMESPACE, clock=lambda: 0.0, wall_clock=lambda: NOW
+    )
+
+    async def scenario() -> bool:
+        task = asyncio.create_task(cache.reflectors[Resource.LEASE].run())
+        try:
+            await asyncio.wait_for(cache.reflectors[Resource.LEASE].synced.wait(), 5)
+            return cache.reconciler_live()
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    assert asyncio.run(scenario())
