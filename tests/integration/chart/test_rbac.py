@@ -680,7 +680,11 @@ def test_reconciler_does_its_job_under_its_account_without_a_403(
                 lambda: pod()["spec"]["containers"][0]["resources"].get("limits", {}).get("cpu"),
                 what="a resized CPU limit",
             )
-            assert "kube-headroom.dev/status" in pod()["metadata"]["annotations"]
+            # The annotation is a patch of its own, after the resize.
+            eventually(
+                lambda: "kube-headroom.dev/status" in pod()["metadata"].get("annotations", {}),
+                what="the status annotation",
+            )
             eventually(partial(adjustments, control_plane, namespace), what="an event")
             eventually(lambda: config_status().get("managedPods") == 1, what="config status")
             control_plane.kubectl(
