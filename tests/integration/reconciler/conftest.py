@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,8 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.core.quantity import parse_cpu_millis
 from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
-from tests.integration.rbac import RECONCILER, chart_rbac, service_account_kubeconfig
+from tests.integration.rbac import RECONCILER, WEBHOOK, chart_rbac, service_account_kubeconfig
 from tests.integration.reconciler import manifests
+
+if TYPE_CHECKING:
+    # The webhook's fixtures import this module's reconciler helpers.
+    from tests.integration.webhook.conftest import Webhook
 
 CRD = "headroomconfigs.kube-headroom.dev"
 
@@ -220,6 +224,28 @@ def start_reconciler(
     for process in running:
         code = process.terminate()
         assert code in (0, -signal.SIGKILL), process.log.read_text()[-4000:]
+
+
+@pytest.fixture
+def webhook(
+    control_plane: Cluster, reconciler_kubeconfig: Path, tmp_path: Path
+) -> Iterator[Webhook]:
+    """The real webhook as the chart's ServiceAccount (the chart's RBAC is held by
+    ``reconciler_kubeconfig``), registered for namespaces carrying its scope."""
+    from tests.integration.webhook.conftest import start_webhook
+
+    (tmp_path / "webhook").mkdir()
+    started = start_webhook(
+        control_plane,
+        tmp_path / "webhook",
+        kubeconfig=service_account_kubeconfig(control_plane, WEBHOOK),
+    )
+    try:
+        started.register()
+        yield started
+    finally:
+        started.unregister()
+        started.stop()
 
 
 class Pods:

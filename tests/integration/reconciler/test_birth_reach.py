@@ -10,16 +10,14 @@ import json
 import signal
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.rbac import WEBHOOK, service_account_kubeconfig
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import RESERVED_TAINT, container
-from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook, kubectl_result, start_webhook
+from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook, kubectl_result
 
 MODE_LABEL = "kube-headroom.dev/mode"
 STATIC = {"cpu-manager-policy": "static"}
@@ -62,26 +60,6 @@ def admitted_cpu_limit(
     )
     limits = json.loads(result.stdout)["spec"]["containers"][0]["resources"].get("limits", {})
     return limits.get("cpu")
-
-
-@pytest.fixture
-def webhook(
-    control_plane: Cluster, reconciler_kubeconfig: Path, tmp_path: Path
-) -> Iterator[Webhook]:
-    """The real webhook as the chart's ServiceAccount (the chart's RBAC is held by
-    ``reconciler_kubeconfig``), registered for namespaces carrying its scope."""
-    (tmp_path / "webhook").mkdir()
-    started = start_webhook(
-        control_plane,
-        tmp_path / "webhook",
-        kubeconfig=service_account_kubeconfig(control_plane, WEBHOOK),
-    )
-    try:
-        started.register()
-        yield started
-    finally:
-        started.unregister()
-        started.stop()
 
 
 @pytest.fixture
