@@ -42,6 +42,10 @@ venv: $(STAMP) ## Create the virtualenv with runtime and development dependencie
 control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, scheduler, kubectl, KWOK, helm
 	bash hack/build-control-plane.sh
 
+.PHONY: neighbours
+neighbours: ## Build (or reuse) the components the integration tier runs beside Headroom: Karpenter (KWOK provider)
+	bash hack/build-neighbours.sh
+
 .PHONY: helm
 helm: ## Build (or reuse) helm alone: the unit tier's chart tests need nothing else
 	bash hack/build-control-plane.sh helm
@@ -56,7 +60,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
+test: lint control-plane neighbours ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
 	bash hack/tiers.sh $(XDIST) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -64,7 +68,7 @@ test-unit: $(STAMP) helm ## Unit tier only (no control plane; builds helm if mis
 	$(BIN)/pytest -m 'not integration' $(PYTEST_ARGS)
 
 .PHONY: test-integration
-test-integration: $(STAMP) control-plane ## Integration tier only, at K8S_VERSION
+test-integration: $(STAMP) control-plane neighbours ## Integration tier only, at K8S_VERSION
 	$(BIN)/pytest $(XDIST) -m integration $(PYTEST_ARGS)
 
 .PHONY: test-k8s-min

@@ -197,11 +197,11 @@ def start_prometheus_operator(
         # The operator reads its cluster from KUBECONFIG (it has no flag for it).
         env={"KUBECONFIG": str(kubeconfig)},
     )
-    wait_until(operator, lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
+    wait_until(operator, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
     return operator
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     with urllib.request.urlopen(url, timeout=2, context=context) as response:
         return bool(200 <= response.status < 300)
 
@@ -273,7 +273,7 @@ class Registry:
             log_dir=self.work_dir,
         )
         context = ssl.create_default_context(cafile=str(self.ca_file))
-        wait_until(self.process, lambda: _http_ok(f"https://{self.host}/v2/", context), "/v2/")
+        wait_until(self.process, lambda: http_ok(f"https://{self.host}/v2/", context), "/v2/")
 
     def stop(self) -> None:
         if self.process is not None:
