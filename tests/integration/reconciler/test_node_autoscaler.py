@@ -97,6 +97,8 @@ class Watch:
         self._popen.terminate()
         self._popen.wait(timeout=10)
         self._thread.join(timeout=10)
+        if self._popen.stdout is not None:
+            self._popen.stdout.close()
 
 
 def cpu_limit(pod: dict[str, Any]) -> int | None:
