@@ -450,6 +450,8 @@ def test_the_uninstall_recipe_leaves_nothing_behind(
         f"--namespace={RELEASE_NAMESPACE}", "--create-namespace", "--wait",
         "--set=webhook.enable=false", "--set=headroomConfig.create=true",
     )  # fmt: skip
+    # Another test on this control plane may have left it terminating.
+    control_plane.kubectl("wait", "--for=delete", f"namespace/{tenant}", "--timeout=120s")
     control_plane.kubectl("create", "namespace", tenant)
     try:
         control_plane.kubectl("label", "namespace", tenant, f"{MODE_LABEL}={MODE_MANAGED}")

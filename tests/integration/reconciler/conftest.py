@@ -284,9 +284,15 @@ class Pods:
             return False
         if parse_cpu_millis(annotation["targetLimit"]) != parse_cpu_millis(limit):
             return False
+        # Timestamps have one-second resolution; within a second, the later of two events
+        # was created at the later etcd revision (this control plane has one etcd).
         events = sorted(
             self.events(name, reason="CPULimitAdjusted"),
-            key=lambda event: (event["lastTimestamp"], event["metadata"]["creationTimestamp"]),
+            key=lambda event: (
+                event["lastTimestamp"],
+                event["metadata"]["creationTimestamp"],
+                int(event["metadata"]["resourceVersion"]),
+            ),
         )
         if not events:
             return False

@@ -197,6 +197,8 @@ def _pod_level_resize(cluster: Cluster, node: str) -> bool:
 @pytest.fixture
 def team_a(control_plane: Cluster) -> Iterator[str]:
     """The runbook's own namespace, for its commands verbatim."""
+    # Another test on this control plane may have left it terminating.
+    control_plane.kubectl("wait", "--for=delete", "namespace/team-a", "--timeout=120s")
     control_plane.kubectl("create", "namespace", "team-a")
     yield "team-a"
     control_plane.kubectl("delete", "namespace", "team-a", "--wait=false", "--ignore-not-found")
