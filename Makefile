@@ -43,7 +43,7 @@ control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, sch
 	bash hack/build-control-plane.sh
 
 .PHONY: neighbours
-neighbours: ## Build (or reuse) the components the integration tier runs beside Headroom: Karpenter (KWOK provider)
+neighbours: ## Build (or reuse) the components the integration tier runs beside Headroom: Karpenter (KWOK provider), VPA, metrics-server
 	bash hack/build-neighbours.sh
 
 .PHONY: helm
@@ -60,7 +60,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane neighbours ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
 	bash hack/tiers.sh $(XDIST) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit

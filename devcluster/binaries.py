@@ -55,6 +55,12 @@ def crds_dir(bin_dir: Path) -> Path:
     return Path(os.environ.get("HEADROOM_THIRD_PARTY_CRDS", bin_dir.parent / "crds"))
 
 
+def kwok_metrics_file(bin_dir: Path) -> Path:
+    """KWOK's Metric for a kubelet's ``/metrics/resource`` endpoint, fetched beside the
+    binaries."""
+    return bin_dir.parent / "kwok" / "metrics-resource.yaml"
+
+
 def locate_binaries(*, build: bool = True) -> Path:
     """Return the directory holding every control-plane binary.
 

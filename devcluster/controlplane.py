@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from app.core.apipaths import SERVICE_ACCOUNTS
-from devcluster.binaries import locate_binaries
+from devcluster.binaries import kwok_metrics_file, locate_binaries
 from devcluster.pki import (
+    FRONT_PROXY_USER,
     KUBELET_CLIENT_USER,
     NodePki,
     write_control_plane_pki,
@@ -118,6 +119,9 @@ class ControlPlane:
     kubelets: KubeletAccess | None = None
     _procs: list[_Process] = field(default_factory=list, init=False, repr=False)
     apiserver_port: int = field(default=0, init=False)
+    # Where KWOK serves its simulated kubelets' endpoints (127.0.0.1, TLS): a node that
+    # names it as its kubelet port gets its resource metrics scraped (``metrics_node``).
+    kwok_port: int = field(default=0, init=False)
 
     @property
     def pki_dir(self) -> Path:
@@ -340,6 +344,14 @@ class ControlPlane:
                 f"--audit-log-path={self.audit_log}",
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
+                # The aggregation layer, for metrics-server's resource metrics API.
+                f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+                f"--requestheader-allowed-names={FRONT_PROXY_USER}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
                 *self._kubelet_args(),
                 *self.extra_apiserver_args,
             ],
@@ -444,13 +456,17 @@ class ControlPlane:
         self._start_component("kube-scheduler", [])
 
     def _start_kwok(self) -> None:
-        port = free_port()
+        self.kwok_port = port = free_port()
         proc = self._spawn(
             "kwok",
             [
                 str(self.tool("kwok")),
                 f"--kubeconfig={self.kubeconfig}",
                 f"--config={STAGES}",
+                f"--config={kwok_metrics_file(self.bin_dir)}",
+                # Its kubelet endpoints (metrics) are served with TLS, as a kubelet's are.
+                f"--tls-cert-file={self.pki_dir / 'kwok.crt'}",
+                f"--tls-private-key-file={self.pki_dir / 'kwok.key'}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
                 f"--disregard-status-with-annotation-selector={KWOK_CUSTOM_STATUS_ANNOTATION}=custom",
@@ -459,7 +475,7 @@ class ControlPlane:
                 "--node-ip=10.250.0.1",
             ],
         )
-        self._wait(proc, lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
+        self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
 
     def _wait_for_default_service_account(self) -> None:
         # The ServiceAccount admission plugin refuses pods until this exists,

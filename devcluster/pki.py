@@ -1,6 +1,7 @@
-"""Throwaway PKI for a local control plane: a CA, the API server's serving pair,
-and the service-account signing key; for real kubelets, the API server's kubelet-client
-pair and each node's client and serving pairs."""
+"""Throwaway PKI for a local control plane: a CA, the API server's serving pair, the
+service-account signing key, the front proxy's CA and client pair (the aggregation layer's,
+which metrics-server's API is served through) and KWOK's serving pair; for real kubelets,
+the API server's kubelet-client pair and each node's client and serving pairs."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ _API_SERVER_NAMES = (
 )
 # The user the API server presents to kubelets (logs, exec, port-forward).
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+# The user the API server presents to aggregated API servers.
+FRONT_PROXY_USER = "front-proxy-client"
 
 
 def _write_secret(path: Path, data: bytes) -> None:
@@ -47,6 +50,27 @@ def write_control_plane_pki(directory: Path, *, extra_ips: tuple[str, ...] = ())
     _write_secret(directory / "ca.key", ca.key_pem)
     (directory / "apiserver.crt").write_bytes(serving.cert_pem)
     _write_secret(directory / "apiserver.key", serving.key_pem)
+    # KWOK serves simulated kubelets' metrics endpoints on loopback, as kubelets do: TLS.
+    _write_pair(
+        directory,
+        "kwok",
+        generate_serving(
+            ca=ca,
+            dns_names=("localhost",),
+            ip_addresses=("127.0.0.1",),
+            valid_for=_VALIDITY,
+            now=now,
+        ),
+    )
+    front_proxy = generate_ca(
+        common_name="headroom-local-front-proxy-ca", valid_for=_VALIDITY, now=now
+    )
+    (directory / "front-proxy-ca.crt").write_bytes(front_proxy.cert_pem)
+    _write_pair(
+        directory,
+        "front-proxy-client",
+        generate_client(ca=front_proxy, common_name=FRONT_PROXY_USER, valid_for=_VALIDITY, now=now),
+    )
     # The API server signs service-account tokens with RSA (RS256).
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     _write_secret(
@@ -73,6 +97,24 @@ def _ca(directory: Path) -> IssuedCertificate:
 def _write_pair(directory: Path, name: str, issued: IssuedCertificate) -> None:
     (directory / f"{name}.crt").write_bytes(issued.cert_pem)
     _write_secret(directory / f"{name}.key", issued.key_pem)
+
+
+def write_loopback_serving_pair(
+    ca_directory: Path, directory: Path, name: str
+) -> tuple[Path, Path]:
+    """Issue ``<name>.crt``/``.key`` in ``directory`` from the CA in ``ca_directory``: a
+    serving pair for 127.0.0.1 and localhost. Returns the two paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    pair = generate_serving(
+        ca=_ca(ca_directory),
+        dns_names=("localhost",),
+        ip_addresses=("127.0.0.1",),
+        valid_for=_VALIDITY,
+        now=now,
+    )
+    _write_pair(directory, name, pair)
+    return directory / f"{name}.crt", directory / f"{name}.key"
 
 
 def write_kubelet_client_pki(directory: Path) -> None:

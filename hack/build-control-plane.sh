@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane from Go modules into a cache keyed by version:
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm.
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm;
+#   beside them, third-party CRDs (crds/) and KWOK's resource-metrics endpoint
+#   (kwok/metrics-resource.yaml), taken from their modules as released.
 # Re-running is cheap: binaries already present are kept. With the argument `helm`,
 # builds helm alone (all the unit tier's chart tests need); with `kubelet`, the kubelet
 # of the same release, from the same wrapper module and build cache (the real-node tier's
@@ -27,6 +29,10 @@ vpkg=k8s.io/component-base/version
 ldflags="-s -w -X $vpkg.gitVersion=$K8S_VERSION -X $vpkg.gitMajor=1 -X $vpkg.gitMinor=$minor_num -X $vpkg.gitTreeState=clean"
 
 log() { printf '[control-plane] %s\n' "$*" >&2; }
+
+# Two builds of one release (test workers, a second checkout) would clash in its work tree.
+exec 9>"$cache/k8s-$K8S_VERSION/.build.lock"
+flock 9
 
 build_kubernetes() {  # binaries of k8s.io/kubernetes/cmd to build
   local mod="$work/kubernetes" minor staging
@@ -131,6 +137,19 @@ fetch_crds() {
   touch "$crds/.complete"
 }
 
+# The Metric that makes KWOK serve a kubelet's /metrics/resource endpoint for its nodes,
+# which metrics-server scrapes.
+fetch_kwok_metrics() {
+  local out="$cache/k8s-$K8S_VERSION/kwok" dir
+  [ -f "$out/metrics-resource.yaml" ] && return 0
+  mkdir -p "$out"
+  dir=$(cd "$work" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp "$dir/kustomize/metrics/resource/metrics-resource.yaml" "$out/metrics-resource.yaml.tmp"
+  chmod u+w "$out/metrics-resource.yaml.tmp"
+  mv "$out/metrics-resource.yaml.tmp" "$out/metrics-resource.yaml"
+}
+
 build_helm() {
   # helm's default capabilities (what `helm template` renders for) otherwise claim an
   # old Kubernetes; match the control plane so kubeVersion constraints hold offline.
@@ -154,6 +173,7 @@ case "${1:-all}" in
     go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
     build_helm
     fetch_crds
+    fetch_kwok_metrics
     ;;
   *)
     echo "usage: $0 [helm|kubelet]" >&2

@@ -5,6 +5,11 @@
 #                                     (sigs.k8s.io/karpenter/kwok, from a wrapper module)
 #   karpenter-<v>/crds                its CRDs (NodePool, NodeClaim, NodeOverlay,
 #                                     CapacityBuffer, KWOKNodeClass), copied verbatim
+#   vpa-<v>/bin/vpa-{recommender,updater,admission-controller}
+#                                     the VerticalPodAutoscaler's three components
+#                                     (k8s.io/autoscaler/vertical-pod-autoscaler)
+#   metrics-server-<v>/bin/metrics-server
+#                                     the resource metrics API they read (sigs.k8s.io/metrics-server)
 # Re-running is cheap: whatever is present is kept. Prints the Karpenter directory.
 #
 #   HEADROOM_CACHE  cache root (default: ~/.cache/headroom)
@@ -46,5 +51,32 @@ build_karpenter() {
   log "karpenter-kwok: $((SECONDS - start))s"
 }
 
+# Builds main packages inside their own module, as it is released: its go.mod (replace
+# directives included) and go.sum decide every dependency.
+build_mains() {
+  local module=$1 version=$2 out=$3 start=$SECONDS src name
+  shift 3
+  local missing=()
+  for name in "$@"; do
+    [ -x "$out/${name%%=*}" ] || missing+=("$name")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "building ${missing[*]%%=*} from $module@$version"
+  mkdir -p "$out"
+  src=$(GOFLAGS= go mod download -json "$module@$version" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  for name in "${missing[@]}"; do
+    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" \
+      -o "$out/${name%%=*}.tmp" "./${name#*=}")
+    mv "$out/${name%%=*}.tmp" "$out/${name%%=*}"
+  done
+  log "${missing[*]%%=*}: $((SECONDS - start))s"
+}
+
 build_karpenter
+build_mains k8s.io/autoscaler/vertical-pod-autoscaler "$VPA_VERSION" "$cache/vpa-$VPA_VERSION/bin" \
+  vpa-recommender=pkg/recommender vpa-updater=pkg/updater \
+  vpa-admission-controller=pkg/admission-controller
+build_mains sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION" \
+  "$cache/metrics-server-$METRICS_SERVER_VERSION/bin" metrics-server=cmd/metrics-server
 echo "$dir"

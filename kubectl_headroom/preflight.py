@@ -191,15 +191,27 @@ def _limit_ranges(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
 def _vpas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
     for vpa in state.vpas or ():
         meta = vpa["metadata"]
-        if meta["namespace"] in scope and vpa_controls_limits(vpa):
-            target = vpa.get("spec", {}).get("targetRef") or {}
+        if meta["namespace"] not in scope:
+            continue
+        target = vpa.get("spec", {}).get("targetRef") or {}
+        owner = f"{target.get('kind', '?')}/{target.get('name', '?')}"
+        where = f"verticalpodautoscaler/{meta['namespace']}/{meta['name']}"
+        if vpa_controls_limits(vpa):
             yield Finding(
                 "vpa-controls-limits",
                 Severity.WARNING,
-                f"verticalpodautoscaler/{meta['namespace']}/{meta['name']}",
-                f"controls limits of {target.get('kind', '?')}/{target.get('name', '?')}; "
-                "Headroom leaves those pods alone",
+                where,
+                f"controls limits of {owner}; Headroom leaves those pods alone",
                 "set controlledValues: RequestsOnly on every container policy",
+            )
+        else:
+            yield Finding(
+                "vpa-requests-only",
+                Severity.INFO,
+                where,
+                f"sets requests of {owner}; Headroom sets its CPU limits, never below "
+                "VPA's recommended target",
+                "nothing to do: supported",
             )
 
 

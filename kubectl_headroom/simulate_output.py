@@ -10,7 +10,7 @@ from kubectl_headroom.table import render
 
 NODE_HEADERS = ("NODE", "POOL", "MODE", "ALLOCATABLE", "SLACK", "FACTOR", "MANAGED")
 POD_HEADERS = (
-    "POD", "NODE", "REQUEST", "CURRENT", "SIMULATED", "CAPPED BY", "ACTION", "BLOCKED",
+    "POD", "NODE", "REQUEST", "CURRENT", "SIMULATED", "BOUND BY", "ACTION", "BLOCKED",
 )  # fmt: skip
 
 
@@ -34,8 +34,9 @@ def table(simulation: Simulation, view: View) -> str:
             _m(p.result.request_m),
             _m(p.result.current_m) if p.result.current_m else "unset",
             _m(p.result.target_m) if p.result.target_m else "unset",
-            # The cap only bounds the limit when the formula asked for more.
-            str(p.result.hi_cap) if p.result.capped else "-",
+            # A cap bounds the limit only when the formula asked for more; a RequestsOnly
+            # VPA's target bounds it from below when it lifted it.
+            str(p.result.hi_cap) if p.result.capped else "vpa-target" if p.result.vpa_m else "-",
             str(p.action),
             p.blocked_by or "",
         ]
@@ -112,6 +113,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "ceiling": _m(p.result.hi_m),
                 "ceilingBoundBy": str(p.result.hi_cap),
                 "capped": p.result.capped,
+                "vpaTarget": _m(p.result.vpa_m) if p.result.vpa_m else None,
                 "action": str(p.action),
                 "reason": str(p.result.reason),
                 "patch": p.result.patch,

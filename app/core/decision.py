@@ -8,7 +8,9 @@ pod, ``pod_gate``), so none of them re-implements selection, node pools or the g
    (``app.core.config.settings_for_node``), whose overrides apply;
 2. each pod's gates (``app.core.eligibility``), with the VPA gate worked out from the
    namespace's VPAs, then back-off;
-3. the pure policy over the managed pods (``app.core.policy.compute_node``).
+3. the pure policy over the managed pods (``app.core.policy.compute_node``), each pod's
+   ceiling never below the CPU targets of a RequestsOnly VPA that actuates it
+   (``vpa_targets``).
 
 Back-off is what the reconciler remembers (``Remembered``). The tools remember nothing
 (``FROM_STATUS``): they decide as a freshly started reconciler would, which re-derives a
@@ -25,6 +27,7 @@ from app.core.eligibility import (
     node_ineligibility,
     pod_ineligibility,
     vpa_controls_limits,
+    vpa_cpu_targets,
     vpa_targets_pod,
 )
 from app.core.pods import PodInfo, booked_cpu_m
@@ -111,6 +114,18 @@ def pod_gate(
     )
 
 
+def vpa_targets(pod: PodInfo, lookups: Lookups) -> dict[str, int]:
+    """The CPU targets (millicores, by container) of the RequestsOnly VPAs that actuate
+    the pod; where two name one container, the higher."""
+    names = [c.name for c in pod.containers]
+    targets: dict[str, int] = {}
+    for vpa in lookups.vpas(pod.namespace):
+        if vpa_targets_pod(vpa, pod):
+            for name, target_m in vpa_cpu_targets(vpa, names).items():
+                targets[name] = max(target_m, targets.get(name, 0))
+    return targets
+
+
 def decide_node(
     view: NodeView, settings: Settings, *, remembered: Remembered = FROM_STATUS
 ) -> NodeDecision:
@@ -145,6 +160,9 @@ def decide_node(
             pods=managed,
             limit_ranges={
                 ns: lookups.limit_range_caps(ns) for ns in {p.namespace for p in managed}
+            },
+            vpa_targets={
+                pod.uid: wanted for pod in managed if (wanted := vpa_targets(pod, lookups))
             },
         ),
         node_settings,

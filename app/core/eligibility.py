@@ -8,6 +8,7 @@ from app.core.config import Settings
 from app.core.labels import MODE_LABEL, MODE_MANAGED
 from app.core.nodes import MINIMUM_RESIZE_TEXT, NodeView, resize_capable, windows
 from app.core.pods import BURSTABLE, PodInfo
+from app.core.quantity import QuantityError, parse_cpu_millis
 
 _VPA_REQUESTS_ONLY: Final = "RequestsOnly"
 _VPA_OFF: Final = "Off"
@@ -162,6 +163,43 @@ def vpa_controls_limits(
         policy.get("mode") != _VPA_OFF and policy.get("controlledValues") != _VPA_REQUESTS_ONLY
         for policy in applicable
     )
+
+
+def vpa_cpu_targets(vpa: Mapping[str, Any], container_names: Iterable[str]) -> dict[str, int]:
+    """The CPU targets (millicores) a ``RequestsOnly`` VerticalPodAutoscaler recommends for
+    the named containers it actuates, from its status.
+
+    VPA caps the requests it sets for such a container at the container's current limit
+    (its updater and admission controller alike), so these are what Headroom's ceiling
+    must never hold the container below. A VPA that sets limits, never actuates
+    (``updateMode: Off``) or leaves a container alone (policy ``mode: Off``) gives none; a
+    target that cannot be read is skipped.
+    """
+    names = list(container_names)
+    if vpa_controls_limits(vpa, container_names=names):
+        return {}
+    spec = vpa.get("spec") or {}
+    if (spec.get("updatePolicy") or {}).get("updateMode") == _VPA_OFF:
+        return {}
+    policies = (spec.get("resourcePolicy") or {}).get("containerPolicies") or []
+    by_container = {policy.get("containerName"): policy for policy in policies}
+    fallback = by_container.get(_VPA_DEFAULT_POLICY, {})
+    recommendation = ((vpa.get("status") or {}).get("recommendation") or {}).get(
+        "containerRecommendations"
+    ) or []
+    targets: dict[str, int] = {}
+    for entry in recommendation:
+        name = entry.get("containerName")
+        cpu = (entry.get("target") or {}).get("cpu")
+        if name not in names or not isinstance(cpu, str):
+            continue
+        if by_container.get(name, fallback).get("mode") == _VPA_OFF:
+            continue
+        try:
+            targets[name] = parse_cpu_millis(cpu)
+        except QuantityError:
+            continue
+    return targets
 
 
 def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo) -> bool:

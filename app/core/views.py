@@ -17,7 +17,7 @@ from app.core.placement import Taint, repelling_taints
 from app.core.quantity import QuantityError, parse_cpu_millis
 
 LIMITS_CPU: Final = "limits.cpu"
-# The VPA fields the eligibility gate reads (app.core.eligibility).
+# The VPA fields the eligibility gate and the VPA floor read (app.core.eligibility).
 _VPA_FIELDS: Final = ("targetRef", "updatePolicy", "resourcePolicy")
 
 
@@ -78,15 +78,42 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
 
 
 def vpa_view(vpa: Mapping[str, Any]) -> Mapping[str, Any]:
-    """What the VPA gate reads of a VerticalPodAutoscaler: its name and the targeting and
-    policy fields."""
+    """What Headroom reads of a VerticalPodAutoscaler: its name, the targeting and policy
+    fields, and each container's recommended CPU target."""
     spec = vpa.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     meta = metadata(vpa)
-    return {
+    view: dict[str, Any] = {
         "metadata": {"namespace": meta.get("namespace"), "name": meta.get("name")},
         "spec": {field: spec[field] for field in _VPA_FIELDS if field in spec},
     }
+    targets = [
+        {"containerName": entry.get("containerName"), "target": {"cpu": entry["target"]["cpu"]}}
+        for entry in _recommendations(vpa)
+    ]
+    if targets:
+        view["status"] = {"recommendation": {"containerRecommendations": targets}}
+    return view
+
+
+def _recommendations(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The status's container recommendations that carry a CPU target."""
+    status = vpa.get("status")
+    recommendation = status.get("recommendation") if isinstance(status, Mapping) else None
+    entries = (
+        recommendation.get("containerRecommendations")
+        if isinstance(recommendation, Mapping)
+        else None
+    )
+    if not isinstance(entries, list):
+        return []
+    return [
+        entry
+        for entry in entries
+        if isinstance(entry, Mapping)
+        and isinstance(entry.get("target"), Mapping)
+        and "cpu" in entry["target"]
+    ]
 
 
 def limit_range_view(limit_range: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -8,15 +8,18 @@ reconciler holds its Lease, and when every node the pod can be scheduled to is o
 reconciler manages and enforces on; otherwise the pod is born as its owner wrote it, and
 ``headroom_webhook_unseeded_total`` counts why. A pod with pod-level resources gets its
 limit at pod level, and only where the API server resizes pod-level resources by default:
-elsewhere Headroom could never adjust that limit later. The JSONPatch touches nothing but
-the seeded ``limits.cpu`` values (see ``webhook.patch``); no patch when nothing was seeded.
+elsewhere Headroom could never adjust that limit later. A container whose RequestsOnly VPA
+recommends a CPU target is seeded from that target, the request VPA's admission
+controller is about to set (it caps that request at the limit the pod is born with). The
+JSONPatch touches nothing but the seeded ``limits.cpu`` values (see ``webhook.patch``); no
+patch when nothing was seeded.
 """
 
 from typing import Final
 
 from app.core.cluster import NamespaceFacts
 from app.core.config import settings_for_pod
-from app.core.decision import pod_gate
+from app.core.decision import pod_gate, vpa_targets
 from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.placement import placement
 from app.core.pods import pod_info_from_dict
@@ -130,7 +133,10 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
         limit_m = seed_pod_limit(info, settings, limit_range=lookups.caps) if served else None
         patch = None if limit_m is None else pod_limit_patch(pod, limit_m)
     else:
-        patch = limits_patch(pod, seed_limits(info, settings, limit_range=lookups.caps))
+        limits = seed_limits(
+            info, settings, limit_range=lookups.caps, vpa_targets=vpa_targets(info, lookups)
+        )
+        patch = limits_patch(pod, limits)
     if patch is None:
         return allow(warnings=warnings)
     return Decision(allowed=True, result=Result.PATCHED, warnings=tuple(warnings), patch=patch)

@@ -1,5 +1,6 @@
 """The proportional policy for one node (design section 2): pure, deterministic, no I/O."""
 
+from collections.abc import Mapping
 from fractions import Fraction
 
 from app.core.config import Settings
@@ -17,7 +18,9 @@ def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
     With slack ``S``, managed requests ``M`` over ``N`` pods and a pod request ``r``:
     ``raw = r + round(max(S*r/M, min(floor, S/N)))`` when ``S > 0``, else ``r``; then
     clamped to ``[r, hi]``, quantized, guarded against a QoS change and run through
-    the deadband.
+    the deadband. A container under a RequestsOnly VPA is never below VPA's target (as
+    far as the node's allocatable and LimitRanges allow): VPA caps the requests it sets
+    at the limit, so a lower ceiling would stop VPA from raising the request.
     """
     computation = _Computation(node, settings)
     bursting = computation.bursting
@@ -48,11 +51,13 @@ class _Computation:
         "quantum",
         "shrink_percent",
         "slack",
+        "vpa_targets",
     )
 
     def __init__(self, node: NodeInput, settings: Settings) -> None:
         self.allocatable = node.allocatable_m
         self.limit_ranges = node.limit_ranges
+        self.vpa_targets = node.vpa_targets
         self.slack = node.allocatable_m - node.booked_m
         self.managed = sum(pod.request_m for pod in node.pods)
         self.bursting = self.slack > 0 and self.managed > 0
@@ -82,7 +87,21 @@ class _Computation:
             # alone; the pod-level limit may not go below any container's limit.
             container_caps = None
             floor = max(request, pod_level.container_limit_floor_m)
-        hi, hi_cap = self.ceiling(pod, caps=caps, container_caps=container_caps, floor=floor)
+        hi, hi_cap, hard = self.ceiling(pod, caps=caps, container_caps=container_caps, floor=floor)
+        bases = None
+        vpa = 0
+        lifted = 0
+        wanted = self.vpa_targets.get(pod.uid)
+        if wanted and pod_level is None:
+            by_vpa, bases = _vpa_floor(pod, wanted, floor=floor, hard=hard)
+            if by_vpa > floor:
+                lifted = by_vpa
+                vpa = lifted if lifted > min(max(raw, floor), hi) else 0
+                if hi < lifted:
+                    hi, hi_cap = lifted, Cap.VPA_TARGET
+                if bases is not None:
+                    container_caps = _lifted(container_caps, bases)
+                floor = lifted
         target = quantize(min(max(raw, floor), hi), request=floor, hi=hi, quantum=self.quantum)
         if pod.guaranteed_if_pinned and floor == request:
             # Limits all equal to requests would make the pod Guaranteed, and a resize
@@ -107,6 +126,10 @@ class _Computation:
             grow_percent=self.grow_percent,
             shrink_percent=self.shrink_percent,
         )
+        if lifted and reason is Reason.IN_DEADBAND and _below(pod, lifted, bases):
+            # A limit below VPA's target stops VPA raising the request to it: the
+            # deadband never holds one there.
+            reason = Reason.GROW
         # Positional: keyword construction of a NamedTuple costs twice as much.
         return PodResult(
             pod,
@@ -116,9 +139,12 @@ class _Computation:
             hi,
             hi_cap,
             raw > hi,
-            () if pod_level is not None else _containers(pod, target=target, caps=container_caps),
+            ()
+            if pod_level is not None
+            else _containers(pod, target=target, caps=container_caps, bases=bases),
             reason in PATCH_REASONS,
             reason,
+            vpa,
         )
 
     def ceiling(
@@ -128,14 +154,17 @@ class _Computation:
         caps: LimitRangeCaps | None,
         container_caps: list[int] | None,
         floor: int,
-    ) -> tuple[int, Cap]:
-        """``hi`` and the cap that set it; later caps win ties, being more specific.
+    ) -> tuple[int, Cap, int]:
+        """``hi``, the cap that set it, and the part of ``hi`` set by the node and the
+        namespace (allocatable and LimitRanges) alone; later caps win ties, being more
+        specific.
 
         Never below ``floor``: the request, or for pod-level limits the largest container
         limit when that is higher.
         """
         request = pod.request_m
         hi, cap = self.allocatable, Cap.ALLOCATABLE
+        hard = hi
         if self.multiplier_num:
             by_multiplier = half_up_div(request * self.multiplier_num, self.multiplier_den)
             if by_multiplier <= hi:
@@ -143,13 +172,15 @@ class _Computation:
         if caps is not None:
             container_sum = None if container_caps is None else sum(container_caps)
             for limit in (caps.pod_cap_m(request), container_sum):
-                if limit is not None and limit <= hi:
-                    hi, cap = limit, Cap.LIMIT_RANGE
+                if limit is not None:
+                    hard = min(hard, limit)
+                    if limit <= hi:
+                        hi, cap = limit, Cap.LIMIT_RANGE
         if pod.max_cpu_m is not None and pod.max_cpu_m <= hi:
             hi, cap = pod.max_cpu_m, Cap.MAX_CPU
         if hi < floor:
-            return floor, Cap.REQUEST if floor == request else Cap.CONTAINER_LIMIT
-        return hi, cap
+            return floor, Cap.REQUEST if floor == request else Cap.CONTAINER_LIMIT, hard
+        return hi, cap, hard
 
 
 def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
@@ -162,12 +193,46 @@ def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
     ]
 
 
-def _containers(pod: PodInfo, *, target: int, caps: list[int] | None) -> tuple[ContainerLimit, ...]:
+def _vpa_floor(
+    pod: PodInfo, wanted: Mapping[str, int], *, floor: int, hard: int
+) -> tuple[int, list[int] | None]:
+    """The pod's floor lifted to its VPA's targets, at most ``hard`` (allocatable and
+    LimitRanges), and the per-container floors to split the target by; None where VPA
+    wants more than ``hard`` allows, so the split falls back to the requests."""
+    bases = [max(c.cpu_request_m, wanted.get(c.name, 0)) for c in pod.cpu_containers]
+    wanted_m = sum(bases)
+    lifted = min(wanted_m, max(hard, floor))
+    if lifted <= floor:
+        return floor, None
+    return lifted, bases if lifted == wanted_m else None
+
+
+def _below(pod: PodInfo, floor: int, bases: list[int] | None) -> bool:
+    """Whether the pod's current limit, or a container's, is below its VPA-lifted floor."""
+    if pod.limit_m < floor:
+        return True
+    return bases is not None and any(
+        c.cpu_limit_m is not None and c.cpu_limit_m < base
+        for c, base in zip(pod.cpu_containers, bases, strict=True)
+    )
+
+
+def _lifted(caps: list[int] | None, bases: list[int]) -> list[int] | None:
+    """LimitRange container caps never below a container's VPA-lifted floor."""
+    return None if caps is None else [max(cap, base) for cap, base in zip(caps, bases, strict=True)]
+
+
+def _containers(
+    pod: PodInfo, *, target: int, caps: list[int] | None, bases: list[int] | None
+) -> tuple[ContainerLimit, ...]:
+    """The target split over the request-bearing containers, pro-rata by request, or by
+    ``bases`` (each container's request lifted to its VPA target) where a VPA lifts them."""
     containers = pod.cpu_containers
     if len(containers) == 1:
         only = containers[0]
         return (ContainerLimit(only.name, only.sidecar, target),)
-    limits = split_target(requests=[c.cpu_request_m for c in containers], caps=caps, total=target)
+    weights = [c.cpu_request_m for c in containers] if bases is None else bases
+    limits = split_target(requests=weights, caps=caps, total=target)
     return tuple(
         ContainerLimit(c.name, c.sidecar, limit)
         for c, limit in zip(containers, limits, strict=True)

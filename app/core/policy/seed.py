@@ -1,6 +1,6 @@
 """Birth limits the mutating webhook gives new pods' containers."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from app.core.config import Settings
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps
@@ -11,13 +11,20 @@ from app.core.policy.split import split_target
 
 
 def seed_limits(
-    pod: PodInfo, settings: Settings, *, limit_range: LimitRangeCaps = NO_LIMIT_RANGE_CAPS
+    pod: PodInfo,
+    settings: Settings,
+    *,
+    limit_range: LimitRangeCaps = NO_LIMIT_RANGE_CAPS,
+    vpa_targets: Mapping[str, int] | None = None,
 ) -> tuple[ContainerLimit, ...]:
     """Limits for containers that have a CPU request but no CPU limit.
 
     Each gets ``request * initialMultiplier``, clamped by ``maxMultiplier`` and the
     LimitRange container cap, then quantized. The pod's ``max-cpu`` and LimitRange pod
-    cap bound the sum of all its limits, existing ones included. Only limits above the
+    cap bound the sum of all its limits, existing ones included. Where a RequestsOnly
+    VPA will set a container's request (``vpa_targets``, by container name), the limit
+    is computed from what VPA will set, and never below it: VPA caps the request it sets
+    at the limit the pod is born with. Only limits above the
     request are returned, so the pod stays Burstable; empty means nothing to seed.
     Whether seeding is enabled at all (``webhook.enabled``, ``dryRun``) is the caller's
     decision. A pod with pod-level resources gets its limit at pod level
@@ -28,7 +35,8 @@ def seed_limits(
     candidates = [c for c in pod.cpu_containers if c.cpu_limit_m is None]
     if not candidates:
         return ()
-    requests = [c.cpu_request_m for c in candidates]
+    wanted = vpa_targets or {}
+    requests = [max(c.cpu_request_m, wanted.get(c.name, 0)) for c in candidates]
     bounds = limits = [
         _birth_limit(r, settings, caps=(limit_range.container_cap_m(r),), floor=r) for r in requests
     ]

@@ -81,6 +81,7 @@ def make_node(control_plane: Cluster) -> Iterator[Callable[..., str]]:
         kubelet_version: str | None = None,
         labels: dict[str, str] | None = None,
         declared_features: tuple[str, ...] | None = None,
+        kubelet_port: int | None = None,
     ) -> str:
         name = f"hr-{uuid.uuid4().hex[:8]}"
         node = manifests.reserved_node(
@@ -89,6 +90,7 @@ def make_node(control_plane: Cluster) -> Iterator[Callable[..., str]]:
             kubelet_version=kubelet_version,
             labels=labels,
             declared_features=declared_features,
+            kubelet_port=kubelet_port,
         )
         control_plane.kubectl("create", "-f", "-", input=json.dumps(node))
         created.append(name)
@@ -246,6 +248,23 @@ def webhook(
     finally:
         started.unregister()
         started.stop()
+
+
+@pytest.fixture
+def enforced_namespace(control_plane: Cluster, webhook: Webhook) -> Iterator[str]:
+    """A fresh managed namespace in the real webhook's scope, deleted afterwards."""
+    from tests.integration.webhook.conftest import SCOPE_LABEL
+
+    name = f"t-managed-{uuid.uuid4().hex[:10]}"
+    control_plane.kubectl("create", "namespace", name)
+    try:
+        control_plane.kubectl(
+            "label", "namespace", name, f"{SCOPE_LABEL}={webhook.scope}",
+            "kube-headroom.dev/mode=managed",
+        )  # fmt: skip
+        yield name
+    finally:
+        control_plane.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
 class Pods:

@@ -18,6 +18,7 @@ def reserved_node(
     kubelet_version: str | None = None,
     labels: Mapping[str, str] | None = None,
     declared_features: tuple[str, ...] | None = None,
+    kubelet_port: int | None = None,
 ) -> Obj:
     node = simulated_node(
         name,
@@ -25,6 +26,7 @@ def reserved_node(
         kubelet_version=kubelet_version,
         labels=labels,
         declared_features=declared_features,
+        kubelet_port=kubelet_port,
     )
     node["spec"]["taints"] = [RESERVED_TAINT]
     return node

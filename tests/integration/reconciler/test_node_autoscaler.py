@@ -30,7 +30,7 @@ from devcluster.karpenter import Karpenter, instance_type, karpenter_dir
 from devcluster.nodes import KUBELET_VERSION_ANNOTATION
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.conftest import Reconciler
-from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook
+from tests.integration.webhook.conftest import Webhook
 
 # One instance type: 4 CPUs, of which Karpenter leaves 3900m allocatable. Three 1-CPU pods
 # fit on a node and four do not, so six replicas need two nodes.
@@ -460,28 +460,17 @@ def test_karpenter_provisions_consolidates_and_replaces_nodes_alike_with_headroo
     configure: Callable[..., None],
     start_reconciler: Callable[..., Reconciler],
     namespace: str,
+    enforced_namespace: str,
 ) -> None:
     configure(dryRun=False)
     start_reconciler()
-    managed = f"t-karpenter-{webhook.scope}"
-    control_plane.kubectl("create", "namespace", managed)
-    control_plane.kubectl(
-        "label",
-        "namespace",
-        managed,
-        f"{SCOPE_LABEL}={webhook.scope}",
-        "kube-headroom.dev/mode=managed",
-    )
     runs: list[Run] = []
-    try:
-        for where, enforcing in ((namespace, False), (managed, True)):
-            with Scenario(control_plane, karpenter, where, managed=enforcing) as scenario:
-                scenario.provision()
-                scenario.consolidate()
-                scenario.drift_then_expire()
-            runs.append(scenario.audit())
-    finally:
-        control_plane.kubectl("delete", "namespace", managed, "--wait=false", "--ignore-not-found")
+    for where, enforcing in ((namespace, False), (enforced_namespace, True)):
+        with Scenario(control_plane, karpenter, where, managed=enforcing) as scenario:
+            scenario.provision()
+            scenario.consolidate()
+            scenario.drift_then_expire()
+        runs.append(scenario.audit())
     off, on = runs
     print(report(runs))
 

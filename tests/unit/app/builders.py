@@ -296,8 +296,10 @@ def vpa(
     target_api_version: str | None = "apps/v1",
     update_mode: str | None = None,
     container_policies: Sequence[Obj] | None = None,
+    cpu_targets: Mapping[str, str] | None = None,
 ) -> Obj:
-    """A VerticalPodAutoscaler; no container policies means the default, limits included."""
+    """A VerticalPodAutoscaler; no container policies means the default, limits included.
+    ``cpu_targets`` is its status's recommended CPU target by container."""
     target: Obj = {"kind": target_kind, "name": target_name}
     if target_api_version is not None:
         target["apiVersion"] = target_api_version
@@ -306,9 +308,19 @@ def vpa(
         spec["updatePolicy"] = {"updateMode": update_mode}
     if container_policies is not None:
         spec["resourcePolicy"] = {"containerPolicies": list(container_policies)}
-    return {
+    obj: Obj = {
         "apiVersion": "autoscaling.k8s.io/v1",
         "kind": "VerticalPodAutoscaler",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+    if cpu_targets is not None:
+        obj["status"] = {
+            "recommendation": {
+                "containerRecommendations": [
+                    {"containerName": container_name, "target": {"cpu": cpu, "memory": "128Mi"}}
+                    for container_name, cpu in cpu_targets.items()
+                ]
+            }
+        }
+    return obj

@@ -145,7 +145,7 @@ def test_planned_namespaces_are_checked_like_managed_ones() -> None:
     ]
 
 
-def test_requests_only_vpa_and_unmanaged_limit_ranges_are_fine() -> None:
+def test_a_requests_only_vpa_is_supported_and_unmanaged_limit_ranges_are_fine() -> None:
     requests_only = b.vpa(
         "web",
         namespace="team-a",
@@ -155,7 +155,9 @@ def test_requests_only_vpa_and_unmanaged_limit_ranges_are_fine() -> None:
         vpas=[requests_only],
         limit_ranges=[b.limit_range("lr", namespace="other", container_max_cpu="2")],
     )
-    assert checks(cluster) == []
+    assert checks(cluster) == [
+        ("vpa-requests-only", Severity.INFO, "verticalpodautoscaler/team-a/web")
+    ]
 
 
 def test_nodes_excluded_by_the_config_are_not_version_checked() -> None:

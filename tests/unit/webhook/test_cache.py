@@ -73,8 +73,11 @@ def test_limit_range_caps_follow_events() -> None:
 
 def test_vpa_events_keep_only_what_the_gate_reads() -> None:
     cache = cluster_cache(vpas=[vpa("a"), vpa("b", namespace="team-b")])
-    first = vpa("a", update_mode="Off")
-    first["status"] = {"recommendation": {"containerRecommendations": []}}
+    first = vpa("a", update_mode="Off", cpu_targets={"app": "1500m"})
+    first["status"]["recommendation"]["containerRecommendations"].append(
+        {"containerName": "memory-only", "target": {"memory": "1Gi"}}
+    )
+    first["status"]["conditions"] = [{"type": "RecommendationProvided", "status": "True"}]
     seen(cache, Resource.VPAS, first)
     assert _answer(cache.vpas("team-a")) == [
         {
@@ -82,6 +85,13 @@ def test_vpa_events_keep_only_what_the_gate_reads() -> None:
             "spec": {
                 "targetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
                 "updatePolicy": {"updateMode": "Off"},
+            },
+            "status": {
+                "recommendation": {
+                    "containerRecommendations": [
+                        {"containerName": "app", "target": {"cpu": "1500m"}}
+                    ]
+                }
             },
         }
     ]

@@ -103,6 +103,18 @@ SCENARIOS = {
         {},
         {"app": "1"},
     ),
+    "vpa-requests-only-seeded-from-its-target": (
+        {
+            "vpas": [
+                vpa(
+                    container_policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}],
+                    cpu_targets={"app": "1500m"},
+                )
+            ]
+        },
+        {},
+        {"app": "3"},
+    ),
     "vpa-update-mode-off": ({"vpas": [vpa(update_mode="Off")]}, {}, {"app": "1"}),
     "vpa-targets-another-deployment": ({"vpas": [vpa(target_name="api")]}, {}, {"app": "1"}),
     "vpa-in-another-namespace": ({"vpas": [vpa(namespace="team-b")]}, {}, {"app": "1"}),

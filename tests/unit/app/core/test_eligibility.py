@@ -1,5 +1,5 @@
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -12,10 +12,12 @@ from app.core.eligibility import (
     owner_excluded,
     pod_ineligibility,
     vpa_controls_limits,
+    vpa_cpu_targets,
     vpa_targets_pod,
 )
 from app.core.labels import MIRROR_POD_ANNOTATION, MODE_LABEL
 from app.core.nodes import NodeFacts
+from app.core.views import vpa_view
 from tests.unit.app.builders import container, owner_ref, pod_info, pod_resources, vpa
 
 MANAGED = {MODE_LABEL: "managed"}
@@ -541,3 +543,48 @@ POD_LEVEL = pod_resources(cpu_request="1", memory_request="256Mi")
 )
 def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) -> None:
     assert gates(**overrides) is reason
+
+
+REQUESTS_ONLY: Final = [{"containerName": "*", "controlledValues": "RequestsOnly"}]
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "1500m", "other": "2"}),
+            {"app": 1500},
+            id="requests-only",
+        ),
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "1.2"}),
+            {"app": 1200},
+            id="cores",
+        ),
+        pytest.param(vpa(cpu_targets={"app": "1500m"}), {}, id="sets-limits"),
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY, update_mode="Off", cpu_targets={"app": "1"}),
+            {},
+            id="update-off",
+        ),
+        pytest.param(
+            vpa(
+                container_policies=[
+                    *REQUESTS_ONLY,
+                    {"containerName": "app", "mode": "Off"},
+                ],
+                cpu_targets={"app": "1"},
+            ),
+            {},
+            id="container-off",
+        ),
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "lots"}),
+            {},
+            id="unreadable",
+        ),
+        pytest.param(vpa(container_policies=REQUESTS_ONLY), {}, id="no-recommendation"),
+    ],
+)
+def test_vpa_cpu_targets(obj: dict[str, Any], expected: dict[str, int]) -> None:
+    assert vpa_cpu_targets(vpa_view(obj), ["app"]) == expected

@@ -54,12 +54,19 @@ def node_input(
     allocatable_m: int = 16000,
     unmanaged_m: int = 0,
     limit_ranges: Mapping[str, LimitRangeCaps] | None = None,
+    vpa_targets: Mapping[str, Mapping[str, int]] | None = None,
 ) -> NodeInput:
-    """A node whose R is the managed pods' requests plus ``unmanaged_m``."""
+    """A node whose R is the managed pods' requests plus ``unmanaged_m``; ``vpa_targets``
+    by pod name."""
     return NodeInput(
         name="node-1",
         allocatable_m=allocatable_m,
         booked_m=sum(pod.request_m for pod in pods) + unmanaged_m,
         pods=list(pods),
         limit_ranges=dict(limit_ranges or {}),
+        vpa_targets={
+            pod.uid: (vpa_targets or {})[pod.name]
+            for pod in pods
+            if pod.name in (vpa_targets or {})
+        },
     )

@@ -392,3 +392,149 @@ def test_pod_order_does_not_change_any_target() -> None:
     assert {p.pod.name: p.target_m for p in forward.pods} == {
         p.pod.name: p.target_m for p in backward.pods
     }
+
+
+@pytest.mark.parametrize(
+    ("requests", "unmanaged_m", "wanted", "limit_ranges", "expected"),
+    [
+        # A booked node gives 500m; VPA wants 1500m, so the ceiling lets it have that.
+        pytest.param(
+            [250],
+            3500,
+            {"c0": 1500},
+            {},
+            ([1500], 2500, Cap.MAX_MULTIPLIER, 1500),
+            id="booked-node",
+        ),
+        # Slack gives more than VPA wants: VPA sets nothing.
+        pytest.param(
+            [250], 0, {"c0": 1500}, {}, ([2500], 2500, Cap.MAX_MULTIPLIER, 0), id="empty-node"
+        ),
+        pytest.param(
+            [250],
+            3500,
+            {"c0": 200},
+            {},
+            ([500], 2500, Cap.MAX_MULTIPLIER, 0),
+            id="target-below-request",
+        ),
+        pytest.param(
+            [250],
+            3500,
+            {"other": 1500},
+            {},
+            ([500], 2500, Cap.MAX_MULTIPLIER, 0),
+            id="another-container",
+        ),
+        # Above maxMultiplier: VPA's target wins over Headroom's own cap.
+        pytest.param(
+            [100],
+            3900,
+            {"c0": 1500},
+            {},
+            ([1500], 1500, Cap.VPA_TARGET, 1500),
+            id="above-max-multiplier",
+        ),
+        # Never above the node's allocatable or a LimitRange.
+        pytest.param(
+            [100],
+            3900,
+            {"c0": 6000},
+            {},
+            ([4000], 4000, Cap.VPA_TARGET, 4000),
+            id="above-allocatable",
+        ),
+        pytest.param(
+            [100],
+            3900,
+            {"c0": 1500},
+            {"team-a": LimitRangeCaps(pod_max_m=1200)},
+            ([1200], 1200, Cap.VPA_TARGET, 1200),
+            id="above-limit-range",
+        ),
+        # Each container at least its own target; the rest shared by the lifted floors.
+        pytest.param(
+            [100, 100],
+            3700,
+            {"c0": 900},
+            {},
+            ([900, 100], 2000, Cap.MAX_MULTIPLIER, 1000),
+            id="two-containers",
+        ),
+        pytest.param(
+            [100, 100],
+            0,
+            {"c0": 900},
+            {},
+            ([1800, 200], 2000, Cap.MAX_MULTIPLIER, 0),
+            id="two-containers-slack",
+        ),
+        pytest.param(
+            [100, 100],
+            3700,
+            {"c0": 900},
+            {"team-a": LimitRangeCaps(container_max_m=2000)},
+            ([900, 100], 2000, Cap.MAX_MULTIPLIER, 1000),
+            id="two-containers-limit-range",
+        ),
+        # More than the node can give over two containers: shared by request.
+        pytest.param(
+            [100, 100],
+            3800,
+            {"c0": 3000, "c1": 3000},
+            {},
+            ([2000, 2000], 4000, Cap.VPA_TARGET, 4000),
+            id="two-containers-too-much",
+        ),
+    ],
+)
+def test_a_requests_only_vpa_target_is_a_floor(
+    requests: list[int],
+    unmanaged_m: int,
+    wanted: dict[str, int],
+    limit_ranges: dict[str, LimitRangeCaps],
+    expected: tuple[list[int], int, Cap, int],
+) -> None:
+    pod = managed_pod("p", *requests)
+    node = node_input(
+        [pod],
+        allocatable_m=4000,
+        unmanaged_m=unmanaged_m,
+        limit_ranges=limit_ranges,
+        vpa_targets={"p": wanted},
+    )
+    (result,) = compute_node(node, DEFAULT_SETTINGS).pods
+    limits = [c.limit_m for c in result.containers]
+    assert (limits, result.hi_m, result.hi_cap, result.vpa_m) == expected
+    assert result.target_m == sum(limits)
+
+
+def test_a_vpa_target_above_the_request_lifts_the_qos_guard() -> None:
+    # No slack and memory pinned: without VPA the QoS guard leaves the pod alone.
+    pod = managed_pod("p", 1000, pinned_memory=True)
+    node = node_input([pod], allocatable_m=4000, unmanaged_m=3000, vpa_targets={"p": {"c0": 1500}})
+    (result,) = compute_node(node, DEFAULT_SETTINGS).pods
+    assert (result.target_m, result.reason, result.vpa_m) == (1500, Reason.NO_LIMIT, 1500)
+
+
+@pytest.mark.parametrize(
+    ("limits", "wanted", "reason"),
+    [
+        # 1643m against a target of 1737m is within the 10% grow band, yet below VPA's
+        # target: VPA would cap the request there, so it is patched.
+        pytest.param([1643], {"c0": 1737}, Reason.GROW, id="below-the-target"),
+        pytest.param([1737], {"c0": 1737}, Reason.AT_TARGET, id="at-the-target"),
+        # Together above the target, one container below its own.
+        pytest.param([900, 860], {"c0": 900, "c1": 900}, Reason.GROW, id="a-container-below"),
+        pytest.param([1650], {"c0": 1600}, Reason.IN_DEADBAND, id="above-the-target"),
+    ],
+)
+def test_the_deadband_never_holds_a_limit_below_the_vpa_target(
+    limits: list[int], wanted: dict[str, int], reason: Reason
+) -> None:
+    requests = [250] * len(limits)
+    pod = managed_pod("p", *requests, limits_m=limits)
+    # Booked full: the policy alone gives each pod its request.
+    node = node_input([pod], allocatable_m=4000, unmanaged_m=4000, vpa_targets={"p": wanted})
+    (result,) = compute_node(node, DEFAULT_SETTINGS).pods
+    assert result.reason == reason

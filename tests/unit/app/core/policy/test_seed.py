@@ -216,3 +216,22 @@ def test_seed_pod_limit(
     pod: PodInfo, settings: Settings, caps: LimitRangeCaps, expected: int | None
 ) -> None:
     assert seed_pod_limit(pod, settings, limit_range=caps) == expected
+
+
+@pytest.mark.parametrize(
+    ("max_cpu", "wanted", "expected"),
+    [
+        # From what VPA's admission controller is about to set, not from the template.
+        pytest.param(None, {"c0": 1500}, [3000], id="from-the-target"),
+        pytest.param(None, {"c0": 200}, [500], id="target-below-request"),
+        pytest.param(None, {"other": 1500}, [500], id="another-container"),
+        # Never below the target, even under the pod's max-cpu.
+        pytest.param("1", {"c0": 1500}, [1500], id="max-cpu-below-the-target"),
+    ],
+)
+def test_a_requests_only_vpa_target_seeds_the_birth_limit(
+    max_cpu: str | None, wanted: dict[str, int], expected: list[int]
+) -> None:
+    pod = managed_pod("p", 250, max_cpu=max_cpu)
+    limits = seed_limits(pod, DEFAULT_SETTINGS, vpa_targets=wanted)
+    assert [limit.limit_m for limit in limits] == expected
