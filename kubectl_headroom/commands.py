@@ -168,6 +168,8 @@ class _Explainer:
             namespaces=state.namespaces,
             limit_ranges=state.limit_ranges,
             vpas=state.vpas or (),
+            replica_sets=state.replica_sets,
+            jobs=state.jobs,
             settings=settings,
         )
         self._nodes: dict[str, tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = {}

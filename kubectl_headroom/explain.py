@@ -70,6 +70,8 @@ def explain_pod(
     limit_ranges: Sequence[Obj],
     vpas: Sequence[Obj],
     settings: Settings,
+    replica_sets: Sequence[Obj] = (),
+    jobs: Sequence[Obj] = (),
     what_if_request_m: int | None = None,
 ) -> PodExplanation:
     """The node's decision (``app.core.decision``) as it concerns ``pod``;
@@ -83,6 +85,8 @@ def explain_pod(
         limit_ranges=limit_ranges,
         vpas=vpas,
         pods=raw_pods,
+        replica_sets=replica_sets,
+        jobs=jobs,
     )
     view = cache.node_view(node["metadata"]["name"])
     assert view is not None  # applied just above

@@ -133,6 +133,8 @@ def simulate(
         limit_ranges=snapshot.limit_ranges,
         vpas=snapshot.vpas or (),
         pods=snapshot.pods,
+        replica_sets=snapshot.replica_sets,
+        jobs=snapshot.jobs,
     )
     # Each pod's labels, for ``-l``.
     labels_by_uid = {

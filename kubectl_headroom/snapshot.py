@@ -39,6 +39,10 @@ class Snapshot:
     # None when the VerticalPodAutoscaler API is not served.
     vpas: Sequence[Obj] | None
     config: Obj | None
+    # Their controllers, which say which VPA targets a pod (app.core.owners); a snapshot
+    # saved before they were kept has none.
+    replica_sets: Sequence[Obj] = ()
+    jobs: Sequence[Obj] = ()
 
     def as_document(self) -> dict[str, Any]:
         return {
@@ -52,6 +56,8 @@ class Snapshot:
             "limitRanges": list(self.limit_ranges),
             "resourceQuotas": list(self.quotas),
             "verticalPodAutoscalers": None if self.vpas is None else list(self.vpas),
+            "replicaSets": list(self.replica_sets),
+            "jobs": list(self.jobs),
         }
 
 
@@ -91,6 +97,8 @@ def load(path: Path) -> Snapshot:
             if document.get("verticalPodAutoscalers") is None
             else _list(document, "verticalPodAutoscalers"),
             config=document.get("config"),
+            replica_sets=_list(document, "replicaSets") if "replicaSets" in document else (),
+            jobs=_list(document, "jobs") if "jobs" in document else (),
         )
     except (KeyError, TypeError) as err:
         raise SnapshotError(f"{path} is an incomplete snapshot: missing {err}") from err
@@ -120,10 +128,7 @@ def strip_pod(obj: Obj) -> Obj:
     )
     if kept_annotations:
         stripped_metadata["annotations"] = kept_annotations
-    owners = [
-        _pick(ref, "apiVersion", "kind", "name", "controller")
-        for ref in metadata.get("ownerReferences") or ()
-    ]
+    owners = _owner_refs(metadata)
     if owners:
         stripped_metadata["ownerReferences"] = owners
     stripped_spec = _pick(spec, "nodeName", "resources")
@@ -180,8 +185,18 @@ def strip_limit_range(obj: Obj) -> Obj:
     }
 
 
-def strip_vpa(obj: Obj) -> Obj:
-    return {
-        "metadata": _pick(obj.get("metadata") or {}, "name", "namespace"),
-        "spec": _pick(obj.get("spec") or {}, "targetRef", "updatePolicy", "resourcePolicy"),
-    }
+def strip_controlled(obj: Obj) -> Obj:
+    """A ReplicaSet or Job: its name and its controller alone."""
+    metadata = obj.get("metadata") or {}
+    kept = _pick(metadata, "name", "namespace")
+    controllers = [ref for ref in _owner_refs(metadata) if ref.get("controller") is True]
+    if controllers:
+        kept["ownerReferences"] = controllers
+    return {"metadata": kept}
+
+
+def _owner_refs(metadata: Obj) -> list[dict[str, Any]]:
+    return [
+        _pick(ref, "apiVersion", "kind", "name", "controller")
+        for ref in metadata.get("ownerReferences") or ()
+    ]

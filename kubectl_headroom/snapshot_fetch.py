@@ -4,15 +4,16 @@ import functools
 from collections.abc import Callable
 
 from app.core import apipaths
+from app.core.views import vpa_view
 from app.io.http import KubeHttp
 from kubectl_headroom.snapshot import (
     Snapshot,
+    strip_controlled,
     strip_limit_range,
     strip_namespace,
     strip_node,
     strip_pod,
     strip_quota,
-    strip_vpa,
 )
 from kubectl_headroom.state import list_items, optional
 
@@ -24,6 +25,7 @@ async def fetch_snapshot(http: KubeHttp, *, progress: Progress | None = None) ->
     version = await http.get(apipaths.VERSION_PATH)
     # The progress line counts nodes, namespaces and pods; the rest are listed without it.
     with_progress = functools.partial(list_items, http, progress=progress)
+    controllers = functools.partial(list_items, http, strip=strip_controlled, metadata_only=True)
     return Snapshot(
         server_version=str(version.get("gitVersion", "")),
         nodes=await with_progress(apipaths.NODES.path(), strip=strip_node),
@@ -34,7 +36,9 @@ async def fetch_snapshot(http: KubeHttp, *, progress: Progress | None = None) ->
         limit_ranges=await list_items(http, apipaths.LIMIT_RANGES.path(), strip=strip_limit_range),
         quotas=await list_items(http, apipaths.RESOURCE_QUOTAS.path(), strip=strip_quota),
         vpas=await optional(
-            list_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path(), strip=strip_vpa)
+            list_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path(), strip=vpa_view)
         ),
         config=await optional(http.get(apipaths.CONFIG)),
+        replica_sets=await controllers(apipaths.REPLICA_SETS.path()),
+        jobs=await controllers(apipaths.JOBS.path()),
     )

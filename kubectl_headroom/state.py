@@ -7,7 +7,7 @@ from typing import Any, Final, TypeVar
 from app.core import apipaths
 from app.core.config import ConfigError, Settings, parse_config
 from app.core.labels import CONFIG_NAME
-from app.io.http import ApiError, KubeHttp
+from app.io.http import JSON, METADATA_LIST, ApiError, KubeHttp
 from kubectl_headroom.simulate import enrolled_namespaces
 
 Obj = Mapping[str, Any]
@@ -28,6 +28,9 @@ class ClusterState:
     vpas: Sequence[Obj] | None
     cert_manager: bool
     config: Obj | None
+    # Their metadata: which VPA targets a pod follows its controllers (app.core.owners).
+    replica_sets: Sequence[Obj] = ()
+    jobs: Sequence[Obj] = ()
 
     def settings(self) -> tuple[Settings, str | None]:
         """The config's settings, or the defaults and the reason they were used."""
@@ -46,16 +49,18 @@ async def list_items(
     *,
     strip: Callable[[Obj], Obj] | None = None,
     field_selector: str | None = None,
+    metadata_only: bool = False,
     progress: Callable[[str, int], None] | None = None,
 ) -> list[Obj]:
-    """Every object of a collection, in pages, each through ``strip`` when given; only GETs."""
+    """Every object of a collection (``metadata_only``: their metadata alone), in pages,
+    each through ``strip`` when given; only GETs."""
     items: list[Obj] = []
     params = {"limit": _PAGE}
     if field_selector:
         params["fieldSelector"] = field_selector
     what = path.rsplit("/", 1)[-1]
     while True:
-        page = await http.get(path, params=params)
+        page = await http.get(path, params=params, accept=METADATA_LIST if metadata_only else JSON)
         listed = page.get("items") or []
         items.extend(listed if strip is None else (strip(item) for item in listed))
         if progress is not None:
@@ -86,6 +91,8 @@ async def fetch_state(http: KubeHttp) -> ClusterState:
         quotas=await list_items(http, apipaths.RESOURCE_QUOTAS.path()),
         limit_ranges=await list_items(http, apipaths.LIMIT_RANGES.path()),
         vpas=await optional(list_items(http, apipaths.VERTICAL_POD_AUTOSCALERS.path())),
+        replica_sets=await list_items(http, apipaths.REPLICA_SETS.path(), metadata_only=True),
+        jobs=await list_items(http, apipaths.JOBS.path(), metadata_only=True),
         cert_manager=crd is not None,
         config=await optional(http.get(apipaths.CONFIG)),
     )

@@ -4,12 +4,13 @@ API server.
 The shared cluster cache (`app.core.cluster`) holds namespace labels, which ResourceQuotas
 hold ``limits.cpu``, the CPU caps of each namespace's LimitRanges, the
 VerticalPodAutoscalers (their target and the policies that say whether they set limits),
-the nodes (their gate facts, pools and taints: where a new pod may land) and the
-HeadroomConfig ``cluster``; the shared reflectors (`app.io.reflector`) list and watch each
-of them into it on the event loop, as they do for the reconciler. One more reflector
+the controllers of ReplicaSets and Jobs (which VPA targets a pod), the nodes (their gate
+facts, pools and taints: where a new pod may land) and the HeadroomConfig ``cluster``;
+the shared reflectors (`app.io.reflector`) list and watch each of them into it on the
+event loop, as they do for the reconciler. One more reflector
 watches the reconciler's Lease, which says whether a live reconciler will take over the
 limits this webhook seeds (`app.core.birth`). The cache answers for a resource once its
-reflector has synced; readiness waits for all seven. Where the VPA API is not installed,
+reflector has synced; readiness waits for all nine. Where the VPA API is not installed,
 there are no VPAs: that counts as listed, and the API is looked for again from time to
 time.
 
@@ -53,7 +54,9 @@ from app.core.feeds import object_feed
 from app.core.labels import CONFIG_NAME, LEASE_NAME
 from app.core.lease import LeaseRecord, lease_live, lease_record
 from app.core.limitrange import LimitRangeCaps, limit_range_caps
+from app.core.owners import LOOKED_UP, controller_of, owner_chain
 from app.core.placement import Placement
+from app.core.pods import OwnerRef
 from app.core.views import (
     DEFAULT_CONFIG,
     config_state,
@@ -93,6 +96,9 @@ class Resource(StrEnum):
     RESOURCE_QUOTAS = "resourcequotas"
     LIMIT_RANGES = "limitranges"
     VPAS = "verticalpodautoscalers"
+    # Their controllers, for which VPA targets a pod (app.core.owners).
+    REPLICA_SETS = "replicasets"
+    JOBS = "jobs"
     NODES = "nodes"
     CONFIG = "headroomconfig"
     # Not a cluster cache kind: the reconciler's Lease.
@@ -239,6 +245,43 @@ class AdmissionCache:
         except _NotFound:
             return []
         return [vpa_view(vpa) for vpa in listed.get("items") or ()]
+
+    async def controllers(
+        self, namespace: str, owners: tuple[OwnerRef, ...]
+    ) -> dict[OwnerRef, OwnerRef | None]:
+        """The controllers up the chain from a pod's ``owners`` (`app.core.owners`), for
+        `NamespaceFacts`: from the cache, else read directly (a ReplicaSet created a moment
+        ago may not have reached the cache yet)."""
+        known: dict[OwnerRef, OwnerRef | None] = {}
+        missing: list[OwnerRef] = []
+
+        def parent(owner: OwnerRef) -> OwnerRef | None:
+            if owner not in known:
+                missing.append(owner)
+            return known.get(owner)
+
+        # Each walk stops at the first link not read yet; read it and walk again.
+        while True:
+            owner_chain(owners, parent)
+            if not missing:
+                return known
+            owner = missing.pop()
+            known[owner] = await self._controller_of(namespace, owner)
+
+    async def _controller_of(self, namespace: str, owner: OwnerRef) -> OwnerRef | None:
+        resource = LOOKED_UP[(owner.api_group, owner.kind)]
+        if self._synced(Resource(resource.plural)):
+            cached = self.cluster.known_controller(namespace, owner)
+            if cached is not None:
+                return cached[0] if cached else None
+        try:
+            obj = await self._fallback(
+                resource.path(namespace=namespace, name=owner.name),
+                what=f"{owner.kind} {namespace}/{owner.name}",
+            )
+        except _NotFound:
+            return None
+        return controller_of(obj)
 
     def reconciler_live(self) -> bool:
         """Whether a live reconciler holds its Lease (``app.core.lease``)."""

@@ -65,6 +65,9 @@ TOKEN_REVIEWS: Final = Resource("authentication.k8s.io", "v1", "tokenreviews", n
 SUBJECT_ACCESS_REVIEWS: Final = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False
 )
+# Pods' controllers whose own controller Headroom looks up, as VPA does (app.core.owners).
+REPLICA_SETS: Final = Resource("apps", "v1", "replicasets", namespaced=True)
+JOBS: Final = Resource("batch", "v1", "jobs", namespaced=True)
 VERTICAL_POD_AUTOSCALERS: Final = Resource(
     "autoscaling.k8s.io", "v1", "verticalpodautoscalers", namespaced=True
 )

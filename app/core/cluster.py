@@ -3,7 +3,8 @@ into node wake-ups.
 
 Pods are kept as slotted `PodInfo` records stripped from the raw objects, indexed by node
 and namespace, so memory grows by about a kilobyte per pod. Nodes, namespaces,
-LimitRanges and VPAs keep only the fields decisions read. Every change is checked
+LimitRanges and VPAs keep only the fields decisions read; ReplicaSets and Jobs only their
+controller, one shared reference per controller. Every change is checked
 against design §5's enqueue rules and reported to a `Listener`:
 
 - a pod binds to / leaves a node, turns terminal, or changes anything the policy reads
@@ -14,7 +15,9 @@ against design §5's enqueue rules and reported to a `Listener`:
 - node allocatable or labels change → that node, debounced;
 - the config changes → every node, promptly;
 - a namespace's enrolment changes → the nodes with pods in it, promptly;
-- a LimitRange or VPA changes → the nodes with pods in its namespace, debounced.
+- a LimitRange or VPA changes → the nodes with pods in its namespace, debounced;
+- a ReplicaSet's or Job's controller appears, changes or goes, in a namespace with VPAs
+  → the same (which VPA targets a pod follows its chain of controllers, app.core.owners).
 
 It is pure: the list/watch feeds (`app.core.feeds`) fill it from the reflectors
 (`app.io.reflector`), `kubectl headroom` from a snapshot; `node_view` is what a node's
@@ -22,14 +25,15 @@ decision (`app.core.decision`) reads.
 """
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from app.core.config import Settings
 from app.core.eligibility import namespace_enrolled
 from app.core.labels import CONFIG_NAME
 from app.core.limitrange import NO_LIMIT_RANGE_CAPS, LimitRangeCaps, limit_range_caps
-from app.core.pods import PodInfo, PodWire, pod_info, pod_wire
+from app.core.owners import LOOKED_UP, link
+from app.core.pods import OwnerRef, PodInfo, PodWire, pod_info, pod_wire
 from app.core.quantity import QuantityError
 from app.core.views import (
     DEFAULT_CONFIG,
@@ -93,6 +97,11 @@ class Lookups(Protocol):
 
     def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]: ...
 
+    def controller_of(self, namespace: str, owner: OwnerRef) -> OwnerRef | None:
+        """The controller of a ReplicaSet or Job (`app.core.owners`); None when it has
+        none or is unknown."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class NamespaceFacts:
@@ -102,6 +111,8 @@ class NamespaceFacts:
     labels: Mapping[str, str] | None
     caps: LimitRangeCaps = NO_LIMIT_RANGE_CAPS
     namespace_vpas: tuple[Mapping[str, Any], ...] = ()
+    # The controllers of the pod's ReplicaSet or Job, and up, read for it.
+    controllers: Mapping[OwnerRef, OwnerRef | None] = field(default_factory=dict)
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str] | None:
         return self.labels if namespace == self.namespace else None
@@ -111,6 +122,9 @@ class NamespaceFacts:
 
     def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
         return self.namespace_vpas if namespace == self.namespace else ()
+
+    def controller_of(self, namespace: str, owner: OwnerRef) -> OwnerRef | None:
+        return self.controllers.get(owner) if namespace == self.namespace else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +221,11 @@ class ClusterCache:
         self._limit_ranges: dict[str, dict[str, Mapping[str, Any]]] = {}
         self._limit_range_caps: dict[str, LimitRangeCaps] = {}
         self._vpas: dict[str, dict[str, Mapping[str, Any]]] = {}
+        # Per looked-up resource ("replicasets", "jobs"), namespace -> {name: its
+        # controller, or () when it has none}.
+        self._controllers: dict[str, dict[str, dict[str, tuple[OwnerRef, ...]]]] = {
+            resource.plural: {} for resource in LOOKED_UP.values()
+        }
         # namespace -> {name: True} for its ResourceQuotas that hold limits.cpu
         self._limit_quotas: dict[str, dict[str, bool]] = {}
         self.config = DEFAULT_CONFIG
@@ -250,6 +269,17 @@ class ClusterCache:
 
     def vpas(self, namespace: str) -> Iterable[Mapping[str, Any]]:
         return self._vpas.get(namespace, {}).values()
+
+    def controller_of(self, namespace: str, owner: OwnerRef) -> OwnerRef | None:
+        known = self.known_controller(namespace, owner)
+        return known[0] if known else None
+
+    def known_controller(self, namespace: str, owner: OwnerRef) -> tuple[OwnerRef, ...] | None:
+        """A looked-up owner's controller, () when it has none; None when it is unknown."""
+        resource = LOOKED_UP.get((owner.api_group, owner.kind))
+        if resource is None:
+            return None
+        return self._controllers[resource.plural].get(namespace, {}).get(owner.name)
 
     def limit_quota_names(self, namespace: str) -> list[str]:
         """Names of the namespace's ResourceQuotas that hold ``limits.cpu``, sorted."""
@@ -359,6 +389,20 @@ class ClusterCache:
         if new != _store(self._vpas, namespace, name, new):
             self._wake_namespace(namespace)
 
+    def apply_replica_set(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        self._apply_controlled("replicasets", key, obj)
+
+    def apply_job(self, key: str, obj: Mapping[str, Any] | None) -> None:
+        self._apply_controlled("jobs", key, obj)
+
+    def _apply_controlled(self, plural: str, key: str, obj: Mapping[str, Any] | None) -> None:
+        namespace, _, name = key.partition("/")
+        new = None if obj is None else link(obj)
+        old = _store(self._controllers[plural], namespace, name, new)
+        # Which VPA targets a pod matters only where there are VPAs.
+        if new != old and namespace in self._vpas:
+            self._wake_namespace(namespace)
+
     def apply_quota(self, key: str, obj: Mapping[str, Any] | None) -> None:
         """ResourceQuotas matter only for whether they hold ``limits.cpu``; no decision of
         the reconciler's reads them, so no node wakes."""
@@ -380,6 +424,7 @@ class ClusterCache:
             "limitranges": self._limit_ranges,
             "vpas": self._vpas,
             "resourcequotas": self._limit_quotas,
+            **self._controllers,
         }
         if kind in namespaced:
             return [f"{ns}/{name}" for ns, names in namespaced[kind].items() for name in names]
@@ -417,6 +462,8 @@ def listed_cache(
     limit_ranges: Iterable[Mapping[str, Any]],
     vpas: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]],
+    replica_sets: Iterable[Mapping[str, Any]] = (),
+    jobs: Iterable[Mapping[str, Any]] = (),
 ) -> ClusterCache:
     """A cache of objects listed already, for the tools, which decide on demand."""
     cache = ClusterCache(listener=Quiet())
@@ -425,6 +472,8 @@ def listed_cache(
         (namespaces, cache.apply_namespace),
         (limit_ranges, cache.apply_limit_range),
         (vpas, cache.apply_vpa),
+        (replica_sets, cache.apply_replica_set),
+        (jobs, cache.apply_job),
     ):
         for obj in objects:
             apply(object_key(obj), obj)

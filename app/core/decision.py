@@ -7,7 +7,8 @@ pod, ``pod_gate``), so none of them re-implements selection, node pools or the g
 1. the node's pool: the first of ``spec.nodePools`` whose selector matches it
    (``app.core.config.settings_for_node``), whose overrides apply;
 2. each pod's gates (``app.core.eligibility``), with the VPA gate worked out from the
-   namespace's VPAs, then back-off;
+   namespace's VPAs whose target is on the pod's chain of controllers
+   (``app.core.owners``), then back-off;
 3. the pure policy over the managed pods (``app.core.policy.compute_node``), each pod's
    ceiling never below the CPU targets of a RequestsOnly VPA that actuates it
    (``vpa_targets``).
@@ -17,8 +18,9 @@ Back-off is what the reconciler remembers (``Remembered``). The tools remember n
 back-off from a pod whose kubelet reports its resize ``Infeasible``.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from app.core.cluster import Lookups, NodeView, Unreadable
 from app.core.config import Settings, settings_for_node
@@ -30,6 +32,7 @@ from app.core.eligibility import (
     vpa_cpu_targets,
     vpa_targets_pod,
 )
+from app.core.owners import owner_chain
 from app.core.pods import PodInfo, booked_cpu_m
 from app.core.policy import NodeInput, NodeResult, compute_node
 from app.core.views import NodeRecord
@@ -99,9 +102,8 @@ def pod_gate(
     skipped.
     """
     controlled = any(
-        vpa_targets_pod(vpa, pod)
-        and vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
-        for vpa in lookups.vpas(pod.namespace)
+        vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
+        for vpa in targeting_vpas(pod, lookups)
     )
     return pod_ineligibility(
         settings,
@@ -119,11 +121,19 @@ def vpa_targets(pod: PodInfo, lookups: Lookups) -> dict[str, int]:
     the pod; where two name one container, the higher."""
     names = [c.name for c in pod.containers]
     targets: dict[str, int] = {}
-    for vpa in lookups.vpas(pod.namespace):
-        if vpa_targets_pod(vpa, pod):
-            for name, target_m in vpa_cpu_targets(vpa, names).items():
-                targets[name] = max(target_m, targets.get(name, 0))
+    for vpa in targeting_vpas(pod, lookups):
+        for name, target_m in vpa_cpu_targets(vpa, names).items():
+            targets[name] = max(target_m, targets.get(name, 0))
     return targets
+
+
+def targeting_vpas(pod: PodInfo, lookups: Lookups) -> list[Mapping[str, Any]]:
+    """The namespace's VPAs whose target is on the pod's chain of controllers."""
+    vpas = list(lookups.vpas(pod.namespace))
+    if not vpas:
+        return []
+    chain = owner_chain(pod.owners, lambda owner: lookups.controller_of(pod.namespace, owner))
+    return [vpa for vpa in vpas if vpa_targets_pod(vpa, pod, chain)]
 
 
 def decide_node(

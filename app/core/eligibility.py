@@ -7,7 +7,7 @@ from typing import Any, Final
 from app.core.config import Settings
 from app.core.labels import MODE_LABEL, MODE_MANAGED
 from app.core.nodes import MINIMUM_RESIZE_TEXT, NodeView, resize_capable, windows
-from app.core.pods import BURSTABLE, PodInfo
+from app.core.pods import BURSTABLE, OwnerRef, PodInfo
 from app.core.quantity import QuantityError, parse_cpu_millis
 
 _VPA_REQUESTS_ONLY: Final = "RequestsOnly"
@@ -202,29 +202,14 @@ def vpa_cpu_targets(vpa: Mapping[str, Any], container_names: Iterable[str]) -> d
     return targets
 
 
-def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo) -> bool:
-    """Whether the VPA's targetRef is the pod's owner.
-
-    A ReplicaSet owner named ``<deployment>-<pod-template-hash>`` counts as its
-    Deployment, which is what a VPA normally targets.
-    """
+def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo, chain: Iterable[OwnerRef]) -> bool:
+    """Whether the VPA's targetRef is on the pod's chain of controllers
+    (`app.core.owners`). As VPA does, the target's kind and name decide, not its
+    apiVersion."""
     namespace = (vpa.get("metadata") or {}).get("namespace")
     if namespace is not None and namespace != pod.namespace:
         return False
     target = (vpa.get("spec") or {}).get("targetRef") or {}
     kind = target.get("kind")
     name = target.get("name")
-    api_version = target.get("apiVersion")
-    group = None if api_version is None else str(api_version).rpartition("/")[0]
-    for owner in pod.owners:
-        if owner.kind == kind and owner.name == name and group in (None, owner.api_group):
-            return True
-        if (
-            kind == "Deployment"
-            and group in (None, "apps")
-            and owner.kind == "ReplicaSet"
-            and owner.api_group == "apps"
-            and owner.name.rpartition("-")[0] == name
-        ):
-            return True
-    return False
+    return any(owner.kind == kind and owner.name == name for owner in chain)

@@ -402,7 +402,7 @@ def pod_info(wire: PodWire) -> PodInfo:
         labels=_NO_LABELS if mode is None else {MODE_LABEL: sys.intern(mode)},
         owners=_owners(
             tuple(
-                _owner(ref.apiVersion, ref.kind, ref.name, bool(ref.controller))
+                owner_ref(ref.apiVersion, ref.kind, ref.name, bool(ref.controller))
                 for ref in metadata.ownerReferences or ()
             )
         ),
@@ -524,7 +524,7 @@ def _container(container: ContainerWire, *, sidecar: bool, resources: _Resources
 # The replicas of one workload share their owner: one record (and one tuple of them) serves
 # them all, as one `ResourceFacts` serves every pod of one spec.
 @functools.lru_cache(maxsize=_SHARED_RECORDS)
-def _owner(
+def owner_ref(
     api_version: str | None, kind: str | None, name: str | None, controller: bool
 ) -> OwnerRef:
     group, _, _ = (api_version or "").rpartition("/")

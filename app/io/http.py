@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 APPLY_PATCH: Final = "application/apply-patch+yaml"
+# The objects' metadata alone, for a list and for a watch's events.
+METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 # A watch is closed by the server after this long and re-opened.
 WATCH_SECONDS: Final = 300
@@ -134,6 +137,7 @@ class Transport(Protocol):
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
+        accept: str = JSON,
         lane: Lane | None = None,
         precondition: Callable[[], bool] | None = None,
     ) -> ApiResponse: ...
@@ -169,6 +173,7 @@ class KubeHttp:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
+        accept: str = JSON,
         lane: Lane | None = None,
         precondition: Callable[[], bool] | None = None,
     ) -> ApiResponse:
@@ -193,14 +198,18 @@ class KubeHttp:
                     query=query,
                     body=body,
                     content_type=content_type,
+                    accept=accept,
                     client_timeout=aiohttp.ClientTimeout(total=self._timeout),
                 ) as response:
                     return ApiResponse(code=response.status, body=await response.read())
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
 
-    async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> dict[str, Any]:
-        return _decoded(await self.request("GET", path, query=list((params or {}).items())))
+    async def get(
+        self, path: str, *, params: Mapping[str, str] | None = None, accept: str = JSON
+    ) -> dict[str, Any]:
+        query = list((params or {}).items())
+        return _decoded(await self.request("GET", path, query=query, accept=accept))
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return _decoded(await self.request("POST", path, body=body))
@@ -213,6 +222,7 @@ class KubeHttp:
         query: Sequence[tuple[str, str]],
         timeout_seconds: int = WATCH_SECONDS,
         idle_seconds: float = WATCH_IDLE_SECONDS,
+        accept: str = JSON,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Open a watch; yields its newline-delimited events as raw bytes.
 
@@ -232,7 +242,9 @@ class KubeHttp:
             sock_read=idle_seconds,
         )
         try:
-            async with self._open("GET", path, query=params, client_timeout=timeout) as response:
+            async with self._open(
+                "GET", path, query=params, client_timeout=timeout, accept=accept
+            ) as response:
                 if not 200 <= response.status < 300:
                     data = await response.read()
                     raise ApiError.from_response(ApiResponse(code=response.status, body=data))
@@ -250,12 +262,13 @@ class KubeHttp:
         client_timeout: aiohttp.ClientTimeout,
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
+        accept: str = JSON,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         url = f"{self._configuration.host}{path}"
         if query:
             url = f"{url}?{urlencode(query)}"
         headers = {
-            "Accept": JSON,
+            "Accept": accept,
             "Content-Type": content_type,
             "User-Agent": self._user_agent,
             **(await self._auth_headers()),

@@ -31,7 +31,15 @@ from app.core.backoff import ExponentialBackoff
 from app.core.cluster import ClusterCache
 from app.core.feeds import object_feed, pod_feed
 from app.core.labels import CONFIG_NAME
-from app.io.http import ApiError, ApiResponse, ApiUnavailable, Transport
+from app.io.http import (
+    JSON,
+    METADATA,
+    METADATA_LIST,
+    ApiError,
+    ApiResponse,
+    ApiUnavailable,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +72,12 @@ class ListWatcher(Transport, Protocol):
     """What a reflector needs of the transport: plain requests for lists, and watches."""
 
     def stream(
-        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+        self,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        timeout_seconds: int,
+        accept: str = JSON,
     ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
 
 
@@ -76,7 +89,8 @@ class _ListMeta(msgspec.Struct, gc=False):
 
 class _Page(msgspec.Struct, gc=False):
     metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[msgspec.Raw] = []
+    # An empty list of metadata alone comes as null.
+    items: list[msgspec.Raw] | None = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -113,10 +127,13 @@ class Reflector:
         path: str,
         handler: Handler,
         field_selector: str | None = None,
+        metadata_only: bool = False,
         page_size: int = DEFAULT_PAGE_SIZE,
         rand: random.Random | None = None,
     ) -> None:
         self._api = api
+        # Lists and watches of the objects' metadata alone: a fraction of the bytes.
+        self._accept = (METADATA_LIST, METADATA) if metadata_only else (JSON, JSON)
         self.path = path
         self._log_extra = {"resource": path}
         self._handler = handler
@@ -176,7 +193,7 @@ class Reflector:
                     return None
                 response.raise_for_status()
                 page = _PAGE.decode(response.body)
-                metadata, items = page.metadata, page.items
+                metadata, items = page.metadata, page.items or []
                 del page, response
                 if metadata.token:
                     pending = asyncio.ensure_future(self._page(metadata.token))
@@ -198,7 +215,7 @@ class Reflector:
         query = [*self._selector_query(), ("limit", str(self._page_size))]
         if token:
             query.append(("continue", token))
-        return await self._api.request("GET", self.path, query=query)
+        return await self._api.request("GET", self.path, query=query, accept=self._accept[0])
 
     async def _watch(self, resource_version: str) -> str:
         query = [
@@ -207,7 +224,10 @@ class Reflector:
             ("allowWatchBookmarks", "true"),
         ]
         async with self._api.stream(
-            self.path, query=query, timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE)
+            self.path,
+            query=query,
+            timeout_seconds=self._rand.randint(*_WATCH_TIMEOUT_RANGE),
+            accept=self._accept[1],
         ) as stream:
             async for line in stream:
                 resource_version = self._dispatch(line, resource_version)
@@ -247,6 +267,9 @@ class Kind(StrEnum):
     VPAS = "vpas"
     RESOURCE_QUOTAS = "resourcequotas"
     PODS = "pods"
+    # Their controllers alone (app.core.owners), from their metadata.
+    REPLICA_SETS = "replicasets"
+    JOBS = "jobs"
 
 
 # The pod watch skips unbound and finished pods: they book no CPU on any node.
@@ -267,6 +290,8 @@ def cache_reflectors(
         Kind.LIMIT_RANGES: (apipaths.LIMIT_RANGES, cache.apply_limit_range),
         Kind.VPAS: (apipaths.VERTICAL_POD_AUTOSCALERS, cache.apply_vpa),
         Kind.RESOURCE_QUOTAS: (apipaths.RESOURCE_QUOTAS, cache.apply_quota),
+        Kind.REPLICA_SETS: (apipaths.REPLICA_SETS, cache.apply_replica_set),
+        Kind.JOBS: (apipaths.JOBS, cache.apply_job),
     }
 
     def reflector(kind: Kind) -> Reflector:
@@ -278,6 +303,12 @@ def cache_reflectors(
             resource, apply = objects[kind]
             handler = object_feed(apply, lambda: cache.keys(kind))
             selector = f"metadata.name={CONFIG_NAME}" if kind is Kind.CONFIG else None
-        return Reflector(api=api, path=resource.path(), handler=handler, field_selector=selector)
+        return Reflector(
+            api=api,
+            path=resource.path(),
+            handler=handler,
+            field_selector=selector,
+            metadata_only=kind in (Kind.REPLICA_SETS, Kind.JOBS),
+        )
 
     return {kind: reflector(kind) for kind in kinds}

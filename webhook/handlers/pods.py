@@ -95,12 +95,9 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
         settings, _ = settings_for_pod(top, spec)
         if not settings.webhook_enabled or settings.dry_run:
             return allow()
-        lookups = NamespaceFacts(
-            namespace=request.namespace,
-            labels=await cluster.namespace_labels(request.namespace),
-            caps=await cluster.limit_range_caps(request.namespace),
-            namespace_vpas=tuple(await cluster.vpas(request.namespace)),
-        )
+        namespace_labels = await cluster.namespace_labels(request.namespace)
+        caps = await cluster.limit_range_caps(request.namespace)
+        vpas = tuple(await cluster.vpas(request.namespace))
     except Unavailable as err:
         return unchecked(f"Headroom did not seed a CPU limit: {err}")
     metadata = pod.get("metadata") or {}
@@ -110,6 +107,19 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
     except QuantityError as err:
         # The API server refuses such a pod after admission; nothing to seed.
         return allow(warnings=[f"Headroom did not seed a CPU limit: {err}"])
+    try:
+        # Which VPA targets the pod follows its chain of controllers: read only where
+        # there are VPAs.
+        controllers = await cluster.controllers(request.namespace, info.owners) if vpas else {}
+    except Unavailable as err:
+        return unchecked(f"Headroom did not seed a CPU limit: {err}")
+    lookups = NamespaceFacts(
+        namespace=request.namespace,
+        labels=namespace_labels,
+        caps=caps,
+        namespace_vpas=vpas,
+        controllers=controllers,
+    )
     warnings = [info.max_cpu_warning] if info.max_cpu_warning else []
     # A pod being created is unbound and has no resize history: the node and back-off
     # gates are the reconciler's.

@@ -40,6 +40,8 @@ from tests.integration.rbac import (
 
 CONFIGS = f"{CONFIG_PLURAL}.{GROUP}"
 VPAS = "verticalpodautoscalers.autoscaling.k8s.io"
+# A VPA's target is found up a pod's chain of controllers.
+CONTROLLERS = ("replicasets.apps", "jobs.batch")
 LEASES = "leases.coordination.k8s.io"
 READ = ("get", "list", "watch")
 TEST_LABEL = "kube-headroom.dev/rbac-test"
@@ -231,7 +233,7 @@ CAN_I = [
     # Reconciler (§5): reads what it watches, writes limits, its annotation, events, status.
     *(
         ask(RECONCILER, verb, resource, allowed=True)
-        for resource in ("pods", "nodes", "namespaces", "limitranges", VPAS, CONFIGS)
+        for resource in ("pods", "nodes", "namespaces", "limitranges", VPAS, *CONTROLLERS, CONFIGS)
         for verb in READ
     ),
     ask(RECONCILER, "patch", "pods", subresource="resize", allowed=True),
@@ -276,14 +278,15 @@ CAN_I = [
     # Webhook (§6): reads enrolment, quotas, LimitRanges, VPAs and the config; writes nothing.
     *(
         ask(WEBHOOK, verb, resource, allowed=True)
-        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, *CONTROLLERS)
         for verb in READ
     ),
+    *(ask(WEBHOOK, verb, CONFIGS, allowed=True) for verb in READ),
     ask(WEBHOOK, "create", "tokenreviews.authentication.k8s.io", allowed=True),
     ask(WEBHOOK, "create", "subjectaccessreviews.authorization.k8s.io", allowed=True),
     *(
         ask(WEBHOOK, verb, resource, allowed=False)
-        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, CONFIGS)
+        for resource in ("namespaces", "resourcequotas", "limitranges", VPAS, *CONTROLLERS, CONFIGS)
         for verb in ("create", "update", "patch", "delete")
     ),
     ask(WEBHOOK, "patch", CONFIGS, subresource="status", allowed=False),

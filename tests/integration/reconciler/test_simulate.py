@@ -53,6 +53,8 @@ def reader(control_plane: Cluster, namespace: str) -> Iterator[Path]:
         ], "verbs": READ_ONLY},
         {"apiGroups": ["autoscaling.k8s.io"], "resources": ["verticalpodautoscalers"],
          "verbs": READ_ONLY},
+        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": READ_ONLY},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": READ_ONLY},
         {"apiGroups": ["kube-headroom.dev"], "resources": ["headroomconfigs"],
          "verbs": READ_ONLY},
     ]  # fmt: skip

@@ -17,6 +17,9 @@ recreated while the recommendation stands.
 The HorizontalPodAutoscaler (the controller-manager's own): a Deployment whose pods run
 above their request, which Headroom's raised ceiling lets them, scales out on CPU
 utilisation, and back in when they idle.
+
+A VPA that sets limits, on each kind VPA reaches up a pod's chain of controllers: VPA
+sizes the pods, and Headroom leaves them alone; a VPA that only recommends changes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from app.core.labels import STATUS_ANNOTATION
 from app.core.quantity import parse_cpu_millis
 from devcluster.vpa import METRICS_API, MetricsServer, Vpa, resource_metrics
 from tests.integration.conftest import Cluster, eventually
@@ -582,3 +586,289 @@ def hpa_report(runs: dict[str, Scaled], *, off: str, on: str) -> str:
                 last = (replicas, utilisation)
         lines.append(f"{label}: " + "; ".join(steps))
     return "\n".join(lines)
+
+
+# A VPA that sets limits: each kind it may target, its pods left to VPA.
+LIMITED_REQUEST_M = 250
+# The owner's limit: three times the request, a ratio VPA keeps and a Headroom limit would
+# not (its birth limit is twice the request).
+LIMITED_LIMIT_M = 3 * LIMITED_REQUEST_M
+ROLLOUTS_GROUP = "test.kube-headroom.dev"
+# A custom resource with a /scale subresource that owns ReplicaSets, as an Argo Rollout does.
+ROLLOUT_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"rollouts.{ROLLOUTS_GROUP}"},
+    "spec": {
+        "group": ROLLOUTS_GROUP,
+        "scope": "Namespaced",
+        "names": {"plural": "rollouts", "singular": "rollout", "kind": "Rollout"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+            }
+        ],
+    },
+}
+
+
+def limited_template(name: str, node: str) -> dict[str, Any]:
+    """A pod template burning 1.5 CPU on ``node``, with the owner's limit."""
+    return {
+        "metadata": {"labels": {"app": name}, "annotations": {USAGE_ANNOTATION: f"{HUNGRY_M}m"}},
+        "spec": {
+            # Placed by the scheduler for a DaemonSet, by name for the others.
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node]}
+                            ]}
+                        ]
+                    }
+                }
+            },
+            "tolerations": [{"key": RESERVED_TAINT["key"], "operator": "Exists"}],
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example/app:1",
+                    "resources": {
+                        "requests": {"cpu": f"{LIMITED_REQUEST_M}m", "memory": "64Mi"},
+                        "limits": {"cpu": f"{LIMITED_LIMIT_M}m"},
+                    },
+                }
+            ],
+        },
+    }  # fmt: skip
+
+
+def controller_ref(cluster: Cluster, namespace: str, resource: str, name: str) -> dict[str, Any]:
+    """An ownerReference naming ``resource``/``name`` as its controller."""
+    obj = json.loads(cluster.kubectl("get", resource, name, "-n", namespace, "-o", "json"))
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": name,
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+    }
+
+
+def create_targets(cluster: Cluster, namespace: str, node: str) -> dict[str, str]:
+    """One workload of each kind a VPA reaches up a pod's chain of controllers, and one
+    Deployment whose VPA only recommends; the VPA's target kind by workload name."""
+    meta = {"namespace": namespace}
+
+    def with_app(name: str) -> dict[str, Any]:
+        return {"matchLabels": {"app": name}}
+
+    job_template = limited_template("nightly", node)
+    job_template["spec"]["restartPolicy"] = "Never"
+    cluster.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {**meta, "name": "nightly"},
+            # Never due: its Job is created below, as the CronJob controller creates one.
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "suspend": True,
+                "jobTemplate": {"spec": {"template": job_template}},
+            },
+        }
+    )
+    cluster.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                **meta,
+                "name": "nightly-29416740",
+                "ownerReferences": [controller_ref(cluster, namespace, "cronjob", "nightly")],
+            },
+            "spec": {"backoffLimit": 100, "template": job_template},
+        }
+    )
+    cluster.apply(ROLLOUT_CRD)
+    cluster.kubectl(
+        "wait", f"crd/rollouts.{ROLLOUTS_GROUP}", "--for=condition=Established", "--timeout=30s"
+    )
+    cluster.apply(
+        {
+            "apiVersion": f"{ROLLOUTS_GROUP}/v1",
+            "kind": "Rollout",
+            "metadata": {**meta, "name": "canary"},
+            "spec": {"replicas": 1, "selector": with_app("canary")},
+        }
+    )
+    cluster.kubectl(
+        "patch", f"rollouts.{ROLLOUTS_GROUP}", "canary", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": {"replicas": 1, "selector": "app=canary"}}),
+    )  # fmt: skip
+    cluster.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                **meta,
+                "name": "canary-6f7d8c9b5",
+                "ownerReferences": [
+                    controller_ref(cluster, namespace, f"rollouts.{ROLLOUTS_GROUP}", "canary")
+                ],
+            },
+            "spec": {
+                "replicas": 1,
+                "selector": with_app("canary"),
+                "template": limited_template("canary", node),
+            },
+        }
+    )
+    for kind, name in (("StatefulSet", "ledger"), ("DaemonSet", "agent"), ("Deployment", "quiet")):
+        spec: dict[str, Any] = {
+            "selector": with_app(name),
+            "template": limited_template(name, node),
+        }
+        if kind == "StatefulSet":
+            spec["serviceName"] = name
+        cluster.apply(
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "metadata": {**meta, "name": name},
+                "spec": spec,
+            }
+        )
+    targets = {
+        "nightly": ("batch/v1", "CronJob"),
+        "canary": (f"{ROLLOUTS_GROUP}/v1", "Rollout"),
+        "ledger": ("apps/v1", "StatefulSet"),
+        "agent": ("apps/v1", "DaemonSet"),
+        "quiet": ("apps/v1", "Deployment"),
+    }
+    for name, (api_version, kind) in targets.items():
+        cluster.apply(
+            {
+                "apiVersion": "autoscaling.k8s.io/v1",
+                "kind": "VerticalPodAutoscaler",
+                "metadata": {**meta, "name": name},
+                "spec": {
+                    "targetRef": {"apiVersion": api_version, "kind": kind, "name": name},
+                    # Sets requests and limits (the default) as each pod is created, or
+                    # only recommends.
+                    "updatePolicy": {"updateMode": "Off" if name == "quiet" else "Initial"},
+                },
+            }
+        )
+    return {name: kind for name, (_, kind) in targets.items()}
+
+
+def test_a_vpa_that_sets_limits_is_left_alone_whatever_kind_it_targets(
+    control_plane: Cluster,
+    vpa: None,
+    configure: Callable[..., None],
+    start_reconciler: Callable[..., Reconciler],
+    make_node: Callable[..., str],
+    enforced_namespace: str,
+) -> None:
+    configure(dryRun=False)
+    start_reconciler()
+    node = make_node("8", kubelet_port=control_plane.plane.kwok_port)
+    where = enforced_namespace
+    kinds = create_targets(control_plane, where, node)
+
+    def recommendations() -> dict[str, int]:
+        listed = json.loads(control_plane.kubectl("get", "vpa", "-n", where, "-o", "json"))
+        found = {}
+        for item in listed["items"]:
+            entries = ((item.get("status") or {}).get("recommendation") or {}).get(
+                "containerRecommendations"
+            ) or []
+            for entry in entries:
+                found[item["metadata"]["name"]] = parse_cpu_millis(entry["target"]["cpu"])
+        return found
+
+    # The real recommender sizes every workload from what its pods burn (before its first
+    # samples, it recommends its minimum).
+    eventually(
+        lambda: (
+            {name for name, target_m in recommendations().items() if target_m > LIMITED_REQUEST_M}
+            == kinds.keys()
+        ),
+        timeout=180,
+        interval=2.0,
+        what="a recommendation for every workload",
+    )
+
+    def pods() -> dict[str, dict[str, Any]]:
+        listed = json.loads(control_plane.kubectl("get", "pods", "-n", where, "-o", "json"))
+        return {
+            p["metadata"]["labels"]["app"]: p
+            for p in listed["items"]
+            if not p["metadata"].get("deletionTimestamp")
+        }
+
+    before = {app: p["metadata"]["uid"] for app, p in pods().items()}
+    assert before.keys() == kinds.keys()
+    # Recreated while the recommendations stand: VPA's admission controller sizes them.
+    control_plane.kubectl("delete", "pods", "-n", where, "--all", "--wait=false")
+
+    def recreated() -> dict[str, dict[str, Any]]:
+        now = pods()
+        return {app: p for app, p in now.items() if p["metadata"]["uid"] != before.get(app)}
+
+    eventually(
+        lambda: recreated().keys() == kinds.keys(),
+        timeout=120,
+        interval=1.0,
+        what="every workload's pod recreated",
+    )
+    born = recreated()
+    # The reconciler has decided the node with every new pod on it once it has set the
+    # limit of the one pod it manages there.
+    eventually(
+        lambda: STATUS_ANNOTATION in (pods()["quiet"]["metadata"].get("annotations") or {}),
+        timeout=60,
+        interval=1.0,
+        what="the recommending VPA's pod reconciled",
+    )
+    now = pods()
+    seen = {}
+    for app in kinds:
+        resources = now[app]["spec"]["containers"][0]["resources"]
+        seen[app] = (cpu(resources, "requests"), cpu(resources, "limits"))
+    print({app: f"{kinds[app]}: request {r}m, limit {lim}m" for app, (r, lim) in seen.items()})
+    for app in kinds.keys() - {"quiet"}:
+        request_m, limit_m = seen[app]
+        born_request = cpu(born[app]["spec"]["containers"][0]["resources"], "requests")
+        # VPA sized it: it found the pod up its chain of controllers.
+        assert born_request is not None
+        assert born_request > LIMITED_REQUEST_M, (app, born_request)
+        # And kept the owner's ratio: Headroom neither seeded nor resized its limit.
+        assert request_m is not None
+        assert limit_m == 3 * request_m, (app, request_m, limit_m)
+        assert STATUS_ANNOTATION not in (now[app]["metadata"].get("annotations") or {}), app
+    # A VPA that only recommends changes nothing: the request is the owner's, the limit
+    # Headroom's.
+    request_m, limit_m = seen["quiet"]
+    assert request_m == LIMITED_REQUEST_M
+    assert limit_m is not None
+    assert limit_m != LIMITED_LIMIT_M

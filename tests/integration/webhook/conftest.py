@@ -258,8 +258,16 @@ def start_webhook(cluster: Cluster, workdir: Path, *, kubeconfig: Path) -> Webho
         log_path=log_path,
         scope=uuid.uuid4().hex[:10],
     )
-    eventually(lambda: webhook.process.poll() is not None or webhook.ready(), what="webhook ready")
-    assert webhook.process.poll() is None, log_path.read_text()
+    try:
+        eventually(
+            lambda: webhook.process.poll() is not None or webhook.ready(), what="webhook ready"
+        )
+        assert webhook.process.poll() is None, log_path.read_text()
+    except BaseException:
+        # Not handed to a fixture that would stop it.
+        process.kill()
+        process.wait()
+        raise
     return webhook
 
 

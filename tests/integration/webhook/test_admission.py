@@ -168,26 +168,50 @@ def test_metrics_need_a_token_allowed_to_get_metrics(
     assert SCOPE_LABEL not in admin.text
 
 
-def _owned_by_deployment_web(name: str) -> dict[str, object]:
-    """A pod as a Deployment ``web`` creates it, through its ReplicaSet."""
-    obj = pod(name)
-    obj["metadata"]["ownerReferences"] = [  # type: ignore[index]
+def _deployment_web(cluster: Cluster, namespace: str) -> dict[str, object]:
+    """A Deployment ``web`` of no replicas; the controller reference its ReplicaSet gives
+    the pods it creates."""
+    labels = {"app": "web"}
+    cluster.apply(
         {
             "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "name": "web-5d8f7c9b4",
-            "uid": str(uuid.uuid4()),
-            "controller": True,
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": pod("web")["spec"]},
+            },
         }
-    ]
-    return obj
+    )
+
+    def replica_set() -> dict[str, object] | None:
+        listed = json.loads(cluster.kubectl("get", "replicasets", "-n", namespace, "-o", "json"))
+        return next(
+            (
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": rs["metadata"]["name"],
+                    "uid": rs["metadata"]["uid"],
+                    "controller": True,
+                }
+                for rs in listed["items"]
+            ),
+            None,
+        )
+
+    found: dict[str, object] = eventually(replica_set, what="the Deployment's ReplicaSet")
+    return found
 
 
-def _seeded_cpu_limit(cluster: Cluster, namespace: str) -> str | None:
-    """The pod's CPU limit after admission (server-side dry run: nothing is stored)."""
+def _seeded_cpu_limit(cluster: Cluster, namespace: str, owner: dict[str, object]) -> str | None:
+    """A pod's CPU limit after admission (server-side dry run: nothing is stored), the pod
+    owned by ``owner``."""
+    obj = pod("web-5d8f7c9b4-x1y2z")
+    obj["metadata"]["ownerReferences"] = [owner]  # type: ignore[index]
     result = kubectl_result(
-        cluster, "create", "-n", namespace, "--dry-run=server", "-o", "json",
-        obj=_owned_by_deployment_web("web-5d8f7c9b4-x1y2z"),
+        cluster, "create", "-n", namespace, "--dry-run=server", "-o", "json", obj=obj
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     limits = json.loads(result.stdout)["spec"]["containers"][0]["resources"]["limits"]
@@ -204,6 +228,7 @@ def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
     leaves them as the owner wrote them, as the reconciler does. RequestsOnly gives CPU
     limits back to Headroom."""
     enforcing(managed_namespace)
+    owner = _deployment_web(control_plane, managed_namespace)
     vpa = {
         "apiVersion": "autoscaling.k8s.io/v1",
         "kind": "VerticalPodAutoscaler",
@@ -212,7 +237,7 @@ def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
     }
     control_plane.kubectl("create", "-n", managed_namespace, "-f", "-", input=json.dumps(vpa))
     eventually(
-        lambda: _seeded_cpu_limit(control_plane, managed_namespace) is None,
+        lambda: _seeded_cpu_limit(control_plane, managed_namespace, owner) is None,
         what="the webhook to see the VPA",
     )
     requests_only = {
@@ -227,6 +252,6 @@ def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
         "-p", json.dumps(requests_only),
     )  # fmt: skip
     eventually(
-        lambda: _seeded_cpu_limit(control_plane, managed_namespace) == "1",
+        lambda: _seeded_cpu_limit(control_plane, managed_namespace, owner) == "1",
         what="a RequestsOnly VPA to leave CPU limits to Headroom",
     )

@@ -287,6 +287,27 @@ def resource_quota(
     }
 
 
+def controlled(
+    name: str = "web-5d8f7c9b4",
+    *,
+    namespace: str = "team-a",
+    owners: Sequence[Obj] | None = None,
+) -> Obj:
+    """A ReplicaSet or Job as a metadata-only list returns it; by default the default pod's
+    ReplicaSet, its Deployment's."""
+    return {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "PartialObjectMetadata",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "ownerReferences": list(owners)
+            if owners is not None
+            else [owner_ref("Deployment", "web")],
+        },
+    }
+
+
 def vpa(
     name: str = "web",
     *,

@@ -20,6 +20,10 @@ NOT_OWN_NAMESPACE = {
 }
 
 
+# Their controllers say which VPA targets a pod (app.core.owners).
+CONTROLLERS = (("apps", "replicasets"), ("batch", "jobs"))
+
+
 def default() -> tuple[Manifest, ...]:
     return render(chart_values())
 
@@ -30,6 +34,7 @@ def test_reconciler_cluster_role_grants_exactly_what_it_needs() -> None:
     expected = {
         *(("", r, v) for r in ("pods", "nodes", "namespaces", "limitranges") for v in read),
         *(("autoscaling.k8s.io", "verticalpodautoscalers", v) for v in read),
+        *((group, r, v) for group, r in CONTROLLERS for v in read),
         ("", "pods/resize", "patch"),
         ("", "pods", "patch"),
         ("", "events", "create"),
@@ -68,6 +73,7 @@ def test_webhook_cluster_role_is_read_only_plus_metrics_auth() -> None:
             for v in read
         ),
         *(("autoscaling.k8s.io", "verticalpodautoscalers", v) for v in read),
+        *((group, r, v) for group, r in CONTROLLERS for v in read),
         *(("kube-headroom.dev", "headroomconfigs", v) for v in read),
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from app.core.views import vpa_view
 from kubectl_headroom.snapshot import (
     Snapshot,
+    strip_controlled,
     strip_limit_range,
     strip_namespace,
     strip_node,
@@ -26,6 +28,9 @@ def snapshot(
     spec: Mapping[str, Any] | None = None,
     limit_ranges: Sequence[Obj] = (),
     quotas: Sequence[Obj] = (),
+    vpas: Sequence[Obj] | None = None,
+    replica_sets: Sequence[Obj] = (),
+    jobs: Sequence[Obj] = (),
 ) -> Snapshot:
     """A cluster of the given objects, stripped as a live read strips them.
 
@@ -46,8 +51,10 @@ def snapshot(
         pods=[strip_pod(p) for p in pods],
         limit_ranges=[strip_limit_range(r) for r in limit_ranges],
         quotas=[strip_quota(q) for q in quotas],
-        vpas=None,
+        vpas=None if vpas is None else [vpa_view(v) for v in vpas],
         config=b.headroom_config(spec=dict(spec) if spec is not None else {"dryRun": False}),
+        replica_sets=[strip_controlled(r) for r in replica_sets],
+        jobs=[strip_controlled(j) for j in jobs],
     )
 
 

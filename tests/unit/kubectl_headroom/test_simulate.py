@@ -150,6 +150,33 @@ def test_pod_level_pods_are_managed_only_where_the_node_declares_pod_level_resiz
     assert document(simulation, select(simulation))["pods"][0]["podLevel"] is True
 
 
+CRONJOB = b.owner_ref("CronJob", "nightly", api_version="batch/v1")
+JOB = b.owner_ref("Job", "nightly-29416740", api_version="batch/v1")
+
+
+def test_vpas_reach_their_pods_up_the_chain_of_controllers() -> None:
+    requests_only = [{"containerName": "*", "controlledValues": "RequestsOnly"}]
+    pods = [
+        cpu_pod("web-5d8f7c9b4-a", "250m", owners=[b.owner_ref()]),
+        cpu_pod("nightly-29416740-b", "250m", owners=[JOB]),
+        # Books the node: the slack alone would hold web near its request.
+        cpu_pod("hog", "15", owners=[]),
+    ]
+    snap = snapshot(
+        pods=pods,
+        vpas=[
+            b.vpa(container_policies=requests_only, cpu_targets={"app": "1500m"}),
+            b.vpa("nightly", target_kind="CronJob", target_name="nightly"),
+        ],
+        replica_sets=[b.controlled()],
+        jobs=[b.controlled("nightly-29416740", owners=[CRONJOB])],
+    )
+    simulation = run(snap)
+    (web,) = [p for p in simulation.pods if p.pod.name == "web-5d8f7c9b4-a"]
+    assert (web.result.vpa_m, web.result.target_m) == (1500, 1500)
+    assert select(simulation).not_managed == {Ineligible.VPA_CONTROLS_LIMITS: 1}
+
+
 def test_a_pod_the_kubelet_reports_infeasible_is_backed_off() -> None:
     pods = [cpu_pod("a", "1", conditions=[b.condition("PodResizePending", reason="Infeasible")])]
     simulation = run(snapshot(pods=pods))

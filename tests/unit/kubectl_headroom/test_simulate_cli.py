@@ -155,6 +155,27 @@ def test_save_writes_a_snapshot_that_simulates_alike(
     assert simulate_json(capsys, "--snapshot", str(again)) == first
 
 
+def test_a_snapshot_keeps_vpa_recommendations_and_controllers(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.json"
+    vpa = b.vpa(cpu_targets={"app": "1500m"})
+    save(snapshot(vpas=[vpa], replica_sets=[b.controlled()]), path)
+    loaded = load(path)
+    assert loaded.vpas is not None
+    (recommendation,) = loaded.vpas[0]["status"]["recommendation"]["containerRecommendations"]
+    assert recommendation == {"containerName": "app", "target": {"cpu": "1500m"}}
+    assert loaded.replica_sets[0]["metadata"]["ownerReferences"] == [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": True}
+    ]
+
+
+def test_a_snapshot_saved_before_controllers_were_kept_loads_without_them(tmp_path: Path) -> None:
+    path = tmp_path / "older.json"
+    document = snapshot().as_document()
+    del document["replicaSets"], document["jobs"]
+    path.write_text(json.dumps(document))
+    assert (load(path).replica_sets, load(path).jobs) == ((), ())
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -108,6 +108,7 @@ class FakeApi:
         query: Sequence[tuple[str, str]] = (),
         body: Mapping[str, Any] | None = None,
         content_type: str = JSON,
+        accept: str = JSON,
         lane: Lane | None = None,
         precondition: Callable[[], bool] | None = None,
     ) -> ApiResponse:

@@ -321,6 +321,7 @@ def test_an_invalid_max_cpu_is_ignored_with_one_warning() -> None:
 def test_a_vpa_that_controls_limits_excludes_its_pods() -> None:
     world = World()
     world.cache.apply_vpa("team-a/web", builders.vpa())
+    world.cache.apply_replica_set("team-a/web-5d8f7c9b4", builders.controlled())
     world.add("web-5d8f7c9b4-abcde", containers=[container(cpu_request="1")])
     world.reconcile()
     assert world.api.sent == []

@@ -13,9 +13,9 @@ from app.core.config import Settings
 from app.core.labels import LEASE_NAME
 from app.core.nodefeatures import POD_LEVEL_RESIZE
 from app.core.views import object_key
-from app.io.http import ApiError, ApiResponse
+from app.io.http import JSON, ApiError, ApiResponse
 from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
-from tests.unit.app.builders import headroom_config, namespace, node, pod
+from tests.unit.app.builders import controlled, headroom_config, namespace, node, pod
 from webhook.cache import AdmissionCache, Resource
 
 Obj = dict[str, Any]
@@ -138,6 +138,8 @@ def cluster_cache(
     quotas: Sequence[Obj] = (),
     limit_ranges: Sequence[Obj] = (),
     vpas: Sequence[Obj] = (),
+    replica_sets: Sequence[Obj] | None = None,
+    jobs: Sequence[Obj] = (),
     nodes: Sequence[Obj] | None = None,
     leases: Sequence[Obj] | None = None,
     config: Obj | None = None,
@@ -145,8 +147,8 @@ def cluster_cache(
     unsynced: Sequence[Resource] = (),
     clock: Callable[[], float] = lambda: 0.0,
 ) -> AdmissionCache:
-    """A cache holding exactly these objects (by default the managed ``team-a``, one
-    managed node and a live reconciler's Lease).
+    """A cache holding exactly these objects (by default the managed ``team-a``, the
+    default pod's ReplicaSet, one managed node and a live reconciler's Lease).
 
     Every resource counts as listed except those in ``unsynced``.
     """
@@ -161,6 +163,8 @@ def cluster_cache(
         Resource.RESOURCE_QUOTAS: quotas,
         Resource.LIMIT_RANGES: limit_ranges,
         Resource.VPAS: vpas,
+        Resource.REPLICA_SETS: [controlled()] if replica_sets is None else replica_sets,
+        Resource.JOBS: jobs,
         Resource.NODES: [managed_node()] if nodes is None else nodes,
         Resource.CONFIG: [config or headroom_config(spec={"dryRun": False})],
         Resource.LEASE: [lease()] if leases is None else leases,
@@ -185,6 +189,8 @@ def seen(cache: AdmissionCache, resource: Resource, obj: Obj, *, deleted: bool =
         Resource.RESOURCE_QUOTAS: cache.cluster.apply_quota,
         Resource.LIMIT_RANGES: cache.cluster.apply_limit_range,
         Resource.VPAS: cache.cluster.apply_vpa,
+        Resource.REPLICA_SETS: cache.cluster.apply_replica_set,
+        Resource.JOBS: cache.cluster.apply_job,
         Resource.NODES: cache.cluster.apply_node,
         Resource.CONFIG: cache.cluster.apply_config,
         Resource.LEASE: cache.apply_lease,
@@ -224,12 +230,14 @@ class FakeKube:
         self.watches = {path: list(streams) for path, streams in (watches or {}).items()}
         self.requests: list[tuple[str, Mapping[str, str]]] = []
 
-    async def get(self, path: str, *, params: Mapping[str, str] | None = None) -> Obj:
+    async def get(
+        self, path: str, *, params: Mapping[str, str] | None = None, accept: str = JSON
+    ) -> Obj:
         self.requests.append((path, dict(params or {})))
         return self._answer(path, params or {})
 
     async def request(
-        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), accept: str = JSON
     ) -> ApiResponse:
         assert method == "GET"
         params = dict(query)
@@ -241,7 +249,12 @@ class FakeKube:
 
     @asynccontextmanager
     async def stream(
-        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+        self,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        timeout_seconds: int,
+        accept: str = JSON,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         self.requests.append((path, {**dict(query), "watch": "true"}))
         streams = self.watches.get(path)

@@ -6,8 +6,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from app.io.http import ApiUnavailable
 from tests.unit.app.builders import (
     container,
+    controlled,
     headroom_config,
     limit_range,
     namespace,
@@ -282,6 +284,76 @@ def test_before_vpas_are_listed_the_namespace_is_read_directly(
     response = admit(webhook_client(cache), "/mutate/pods", admission_review(pod))
     assert _cpu_limits(patched(pod, response)) == {"app": expected}
     assert (VPA_LIST, {}) in api.requests
+
+
+RS_PATH = "/apis/apps/v1/namespaces/team-a/replicasets/web-5d8f7c9b4"
+JOB = owner_ref("Job", "nightly-29416740", api_version="batch/v1")
+CRONJOB = owner_ref("CronJob", "nightly", api_version="batch/v1")
+ROLLOUT = owner_ref("Rollout", "web", api_version="argoproj.io/v1alpha1")
+
+
+@pytest.mark.parametrize(
+    ("target", "pod_owner", "replica_sets", "jobs", "api", "expected"),
+    [
+        # A VPA that sets limits, on the pod's controller's controller: left to VPA.
+        pytest.param(
+            vpa(target_kind="CronJob", target_name="nightly"),
+            JOB,
+            [],
+            [controlled("nightly-29416740", owners=[CRONJOB])],
+            {},
+            None,
+            id="cronjob",
+        ),
+        pytest.param(
+            vpa(target_kind="Rollout", target_name="web"),
+            owner_ref(),
+            [controlled(owners=[ROLLOUT])],
+            [],
+            {},
+            None,
+            id="scalable-custom-resource",
+        ),
+        # A ReplicaSet created a moment ago, not in the cache yet: read directly.
+        pytest.param(vpa(), owner_ref(), [], [], {RS_PATH: controlled()}, None, id="read-directly"),
+        # Gone, or its controller unknown: the VPA does not target the pod.
+        pytest.param(vpa(), owner_ref(), [], [], {}, "1", id="gone"),
+        pytest.param(vpa(), owner_ref(), [controlled(owners=[])], [], {}, "1", id="bare"),
+    ],
+)
+def test_which_vpa_targets_a_pod_follows_its_chain_of_controllers(
+    target: dict[str, Any],
+    pod_owner: dict[str, Any],
+    replica_sets: list[dict[str, Any]],
+    jobs: list[dict[str, Any]],
+    api: dict[str, Any],
+    expected: str | None,
+) -> None:
+    fake = FakeKube(api)
+    cache = cluster_cache(
+        config=headroom_config(spec=ENFORCING),
+        vpas=[target],
+        replica_sets=replica_sets,
+        jobs=jobs,
+        api=fake,
+    )
+    pod = new_pod(owners=[pod_owner])
+    response = admit(webhook_client(cache), "/mutate/pods", admission_review(pod))
+    assert _cpu_limits(patched(pod, response)) == {"app": expected}
+    assert any(path == RS_PATH for path, _ in fake.requests) is (not replica_sets and not jobs)
+
+
+def test_a_controller_that_cannot_be_read_leaves_the_pod_unseeded_saying_why() -> None:
+    fake = FakeKube({RS_PATH: ApiUnavailable("connection refused")})
+    cache = cluster_cache(
+        config=headroom_config(spec=ENFORCING), vpas=[vpa()], replica_sets=[], api=fake
+    )
+    response = admit(webhook_client(cache), "/mutate/pods", admission_review(new_pod()))
+    assert "patch" not in response
+    assert response["warnings"] == [
+        "Headroom did not seed a CPU limit: cannot read ReplicaSet team-a/web-5d8f7c9b4: "
+        "connection refused"
+    ]
 
 
 POOLS = {

@@ -6,7 +6,7 @@ import pytest
 from app.core.cluster import ClusterCache, pod_change_nodes
 from app.core.config import Settings
 from app.core.feeds import object_feed, pod_feed
-from app.core.pods import PodInfo
+from app.core.pods import PodInfo, owner_ref
 from app.core.views import node_record
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container, pod_info
@@ -318,16 +318,57 @@ def test_vpa_changes_wake_the_namespace_nodes() -> None:
     assert list(cache.vpas("team-b")) == []
 
 
+ROLLOUT = builders.owner_ref("Rollout", "web", api_version="argoproj.io/v1alpha1")
+
+
+def test_a_controller_change_wakes_the_namespace_nodes_only_where_there_are_vpas() -> None:
+    cache, wakeups = populated()
+    cache.apply_replica_set("team-a/web-1", builders.controlled("web-1"))
+    assert wakeups.dirty == []
+    cache.apply_vpa("team-b/web", builders.vpa(namespace="team-b"))
+    wakeups.clear()
+    rs = builders.controlled("web-1", namespace="team-b")
+    cache.apply_replica_set("team-b/web-1", rs)
+    assert wakeups.dirty == [("node-2", False)]
+    wakeups.clear()
+    # The same controller again: nothing changed.
+    cache.apply_replica_set("team-b/web-1", rs)
+    assert wakeups.dirty == []
+    cache.apply_job("team-b/nightly-1", builders.controlled("nightly-1", owners=[]))
+    wakeups.clear()
+    # Known and without a controller, where an unknown one is None.
+    rs_ref = owner_ref("apps/v1", "ReplicaSet", "web-1", True)
+    job_ref = owner_ref("batch/v1", "Job", "nightly-1", True)
+    assert cache.known_controller("team-b", job_ref) == ()
+    assert cache.known_controller("team-b", owner_ref("batch/v1", "Job", "other", True)) is None
+    assert cache.controller_of("team-b", job_ref) is None
+    assert cache.controller_of("team-b", rs_ref) == owner_ref("apps/v1", "Deployment", "web", True)
+    # Not a kind whose controller is looked up.
+    assert cache.known_controller("team-b", owner_ref("apps/v1", "Deployment", "web", True)) is None
+    cache.apply_replica_set(
+        "team-b/web-1", builders.controlled("web-1", namespace="team-b", owners=[ROLLOUT])
+    )
+    assert wakeups.dirty == [("node-2", False)]
+    wakeups.clear()
+    cache.apply_replica_set("team-b/web-1", None)
+    assert wakeups.dirty == [("node-2", False)]
+    assert cache.controller_of("team-b", rs_ref) is None
+
+
 def test_keys_per_kind() -> None:
     cache, _ = populated()
     cache.apply_limit_range("team-a/l", builders.limit_range(container_max_cpu="1"))
     cache.apply_vpa("team-b/v", builders.vpa(namespace="team-b"))
+    cache.apply_replica_set("team-a/web-1", builders.controlled("web-1"))
+    cache.apply_job("team-a/nightly-1", builders.controlled("nightly-1", owners=[]))
     assert sorted(cache.keys("pods")) == ["team-a/a", "team-b/b"]
     assert sorted(cache.keys("nodes")) == ["node-1", "node-2", "node-3"]
     assert sorted(cache.keys("namespaces")) == ["team-a", "team-b"]
     assert list(cache.keys("config")) == []
     assert list(cache.keys("limitranges")) == ["team-a/l"]
     assert list(cache.keys("vpas")) == ["team-b/v"]
+    assert list(cache.keys("replicasets")) == ["team-a/web-1"]
+    assert list(cache.keys("jobs")) == ["team-a/nightly-1"]
     with pytest.raises(ValueError, match="unknown kind"):
         cache.keys("secrets")
 

@@ -17,6 +17,8 @@ from app.core.eligibility import (
 )
 from app.core.labels import MIRROR_POD_ANNOTATION, MODE_LABEL
 from app.core.nodes import NodeFacts
+from app.core.pods import OwnerRef
+from app.core.pods import owner_ref as ref
 from app.core.views import vpa_view
 from tests.unit.app.builders import container, owner_ref, pod_info, pod_resources, vpa
 
@@ -430,66 +432,70 @@ def test_vpa_controls_limits(
     assert vpa_controls_limits(obj, container_names=container_names) is controls
 
 
+RS = ref("apps/v1", "ReplicaSet", "web-5d8f7c9b4", True)
+DEPLOYMENT = ref("apps/v1", "Deployment", "web", True)
+
+
 @pytest.mark.parametrize(
-    ("obj", "owners", "targets"),
+    ("obj", "chain", "targets"),
     [
-        pytest.param(vpa(), [owner_ref("ReplicaSet", "web-5d8f7c9b4")], True, id="deployment"),
+        pytest.param(vpa(), [RS, DEPLOYMENT], True, id="deployment"),
+        pytest.param(vpa(target_api_version=None), [RS, DEPLOYMENT], True, id="no-api-version"),
+        # As VPA does: the target's kind and name decide, not its apiVersion.
         pytest.param(
-            vpa(target_api_version=None),
-            [owner_ref("ReplicaSet", "web-5d8f7c9b4")],
+            vpa(target_kind="StatefulSet", target_name="db", target_api_version="example.com/v1"),
+            [ref("apps/v1", "StatefulSet", "db", True)],
             True,
-            id="deployment-no-api-version",
-        ),
-        pytest.param(
-            vpa(), [owner_ref("ReplicaSet", "webapp-5d8f7c9b4")], False, id="other-deployment"
+            id="api-version-ignored",
         ),
         pytest.param(
             vpa(),
-            [owner_ref("ReplicaSet", "web-5d8f7c9b4", api_version="example.com/v1")],
+            [
+                ref("apps/v1", "ReplicaSet", "webapp-5d8f7c9b4", True),
+                ref("apps/v1", "Deployment", "webapp", True),
+            ],
             False,
-            id="foreign-replicaset",
+            id="other-deployment",
         ),
-        pytest.param(
-            vpa(target_kind="StatefulSet", target_name="db"),
-            [owner_ref("StatefulSet", "db")],
-            True,
-            id="statefulset",
-        ),
-        pytest.param(
-            vpa(target_kind="StatefulSet", target_name="db", target_api_version="example.com/v1"),
-            [owner_ref("StatefulSet", "db")],
-            False,
-            id="group-mismatch",
-        ),
+        # Its controller unknown: nothing says the ReplicaSet is the Deployment's.
+        pytest.param(vpa(), [RS], False, id="controller-unknown"),
+        # Anywhere on the chain, a superset of VPA's top-most link.
         pytest.param(
             vpa(target_kind="ReplicaSet", target_name="web-5d8f7c9b4"),
-            [owner_ref("ReplicaSet", "web-5d8f7c9b4")],
+            [RS, DEPLOYMENT],
             True,
             id="replicaset-directly",
         ),
         pytest.param(
-            vpa(namespace="team-b"),
-            [owner_ref("ReplicaSet", "web-5d8f7c9b4")],
-            False,
-            id="other-namespace",
+            vpa(target_kind="CronJob", target_name="nightly", target_api_version="batch/v1"),
+            [
+                ref("batch/v1", "Job", "nightly-29416740", True),
+                ref("batch/v1", "CronJob", "nightly", True),
+            ],
+            True,
+            id="cronjob",
         ),
-        pytest.param(vpa(), [], False, id="no-owner"),
         pytest.param(
-            vpa(target_kind="CronJob", target_name="web"),
-            [owner_ref("ReplicaSet", "web-5d8f7c9b4")],
-            False,
-            id="other-kind",
+            vpa(
+                target_kind="Rollout", target_name="web", target_api_version="argoproj.io/v1alpha1"
+            ),
+            [RS, ref("argoproj.io/v1alpha1", "Rollout", "web", True)],
+            True,
+            id="scalable-custom-resource",
         ),
+        pytest.param(vpa(namespace="team-b"), [RS, DEPLOYMENT], False, id="other-namespace"),
+        pytest.param(vpa(), [], False, id="no-owner"),
+        pytest.param(vpa(target_kind="CronJob"), [RS, DEPLOYMENT], False, id="other-kind"),
     ],
 )
-def test_vpa_targets_pod(obj: dict[str, Any], owners: list[dict[str, Any]], targets: bool) -> None:
-    assert vpa_targets_pod(obj, pod_info(owners=owners)) is targets
+def test_vpa_targets_pod(obj: dict[str, Any], chain: list[OwnerRef], targets: bool) -> None:
+    assert vpa_targets_pod(obj, pod_info(), chain) is targets
 
 
 def test_vpa_without_namespace_is_matched_by_target_only() -> None:
     obj = vpa()
     del obj["metadata"]["namespace"]
-    assert vpa_targets_pod(obj, pod_info(namespace="anywhere"))
+    assert vpa_targets_pod(obj, pod_info(namespace="anywhere"), [RS, DEPLOYMENT])
 
 
 POD_LEVEL = pod_resources(cpu_request="1", memory_request="256Mi")

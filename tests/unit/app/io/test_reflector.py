@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.io.http import ApiError, ApiResponse
+from app.io.http import JSON, METADATA, METADATA_LIST, ApiError, ApiResponse
 from app.io.reflector import Reflector
 from tests.unit.reconciler.fakes import FixedRandom
 
@@ -43,22 +43,31 @@ class Script:
         self.watches = watches
         self.list_queries: list[dict[str, str]] = []
         self.watch_queries: list[dict[str, str]] = []
+        # What each list and watch asked for (the Accept header).
+        self.accepted: list[str] = []
         self.exhausted = asyncio.Event()
 
     async def request(
-        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = ()
+        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), accept: str = JSON
     ) -> ApiResponse:
         assert (method, path) == ("GET", PATH)
         self.list_queries.append(dict(query))
+        self.accepted.append(accept)
         return self.lists.pop(0)
 
     @asynccontextmanager
     async def stream(
-        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int
+        self,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        timeout_seconds: int,
+        accept: str = JSON,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         assert path == PATH
         assert 240 <= timeout_seconds <= 480
         self.watch_queries.append(dict(query))
+        self.accepted.append(accept)
         if not self.watches:
             self.exhausted.set()
             await asyncio.Event().wait()
@@ -90,13 +99,16 @@ class Recorder:
         self.calls.append((kind, orjson.loads(raw)["metadata"]["name"]))
 
 
-def run(script: Script, *, field_selector: str | None = None) -> tuple[Recorder, Reflector]:
+def run(
+    script: Script, *, field_selector: str | None = None, metadata_only: bool = False
+) -> tuple[Recorder, Reflector]:
     recorder = Recorder()
     reflector = Reflector(
         api=script,
         path=PATH,
         handler=recorder,
         field_selector=field_selector,
+        metadata_only=metadata_only,
         page_size=2,
         rand=FixedRandom(0.0),
     )
@@ -142,6 +154,29 @@ def test_lists_in_pages_then_watches_from_the_list_version() -> None:
     ]
     assert [q["resourceVersion"] for q in script.watch_queries] == ["10", "15", "16"]
     assert all(q["allowWatchBookmarks"] == "true" for q in script.watch_queries)
+
+
+@pytest.mark.parametrize(
+    ("metadata_only", "accepted"),
+    [
+        pytest.param(False, [JSON, JSON], id="whole-objects"),
+        pytest.param(True, [METADATA_LIST, METADATA], id="metadata-alone"),
+    ],
+)
+def test_lists_and_watches_ask_for_what_the_reflector_keeps(
+    metadata_only: bool, accepted: list[str]
+) -> None:
+    script = Script(lists=[page([item("a", "5")], version="10")], watches=[[]])
+    run(script, metadata_only=metadata_only)
+    assert script.accepted[:2] == accepted
+
+
+def test_an_empty_list_of_metadata_alone_comes_as_null_and_is_empty() -> None:
+    empty = ApiResponse(code=200, body=b'{"metadata":{"resourceVersion":"3"},"items":null}')
+    script = Script(lists=[empty], watches=[[event("ADDED", item("a", "4"))]])
+    recorder, reflector = run(script, metadata_only=True)
+    assert recorder.calls == [("relist", ""), ("relisted", ""), ("ADDED", "a")]
+    assert reflector.synced.is_set()
 
 
 def test_an_expired_watch_relists() -> None:
