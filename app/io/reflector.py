@@ -132,7 +132,8 @@ class Reflector:
         rand: random.Random | None = None,
     ) -> None:
         self._api = api
-        # Lists and watches of the objects' metadata alone: a fraction of the bytes.
+        # Lists and watches of the objects' metadata alone: no spec or status (a pod template
+        # of every ReplicaSet) on the wire.
         self._accept = (METADATA_LIST, METADATA) if metadata_only else (JSON, JSON)
         self.path = path
         self._log_extra = {"resource": path}

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -27,11 +27,24 @@ ARTIFACTS = REPO / "_artifacts"
 CRD = "headroomconfigs.kube-headroom.dev"
 
 
+# The files that take minutes (each runs whole on one worker), longest first: handed out
+# first, so that no worker is left with one at the end while the others idle.
+LONG_FILES: Final = (
+    "reconciler/test_workload_autoscalers.py",
+    "reconciler/test_node_autoscaler.py",
+    "test_demo.py",
+    "reconciler/test_differential.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+    rank = {here / name: place for place, name in enumerate(LONG_FILES)}
+    # A stable sort: every other test keeps its place.
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)), len(rank)))
 
 
 @dataclass
