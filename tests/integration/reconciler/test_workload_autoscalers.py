@@ -86,6 +86,15 @@ def deployment(
     }
 
 
+@pytest.fixture
+def headroom_enforcing(
+    configure: Callable[..., None], start_reconciler: Callable[..., Reconciler]
+) -> Reconciler:
+    """Headroom enforcing: the config out of dry run, and the real reconciler started."""
+    configure(dryRun=False)
+    return start_reconciler()
+
+
 @pytest.fixture(scope="module")
 def metrics_api(control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """metrics-server behind the resource metrics API; gone again afterwards."""
@@ -276,14 +285,11 @@ class Workload:
 def test_a_requests_only_vpa_sizes_a_managed_pod_where_a_static_limit_stops_it(
     control_plane: Cluster,
     vpa: None,
-    configure: Callable[..., None],
-    start_reconciler: Callable[..., Reconciler],
+    headroom_enforcing: Reconciler,
     make_node: Callable[..., str],
     namespace: str,
     enforced_namespace: str,
 ) -> None:
-    configure(dryRun=False)
-    start_reconciler()
     static = f"{namespace}-static"
     control_plane.kubectl("create", "namespace", static)
     placements = {
@@ -527,14 +533,11 @@ class Scaled:
 def test_an_hpa_scales_a_managed_deployment_out_on_burst_above_its_request_and_back_in(
     control_plane: Cluster,
     metrics_api: None,
-    configure: Callable[..., None],
-    start_reconciler: Callable[..., Reconciler],
+    headroom_enforcing: Reconciler,
     make_node: Callable[..., str],
     namespace: str,
     enforced_namespace: str,
 ) -> None:
-    configure(dryRun=False)
-    start_reconciler()
     port = control_plane.plane.kwok_port
     runs = {
         where: Scaled(control_plane, where, make_node("8", kubelet_port=port))
@@ -784,13 +787,10 @@ def create_targets(cluster: Cluster, namespace: str, node: str) -> dict[str, str
 def test_a_vpa_that_sets_limits_is_left_alone_whatever_kind_it_targets(
     control_plane: Cluster,
     vpa: None,
-    configure: Callable[..., None],
-    start_reconciler: Callable[..., Reconciler],
+    headroom_enforcing: Reconciler,
     make_node: Callable[..., str],
     enforced_namespace: str,
 ) -> None:
-    configure(dryRun=False)
-    start_reconciler()
     node = make_node("8", kubelet_port=control_plane.plane.kwok_port)
     where = enforced_namespace
     kinds = create_targets(control_plane, where, node)
