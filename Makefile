@@ -159,7 +159,7 @@ e2e: $(STAMP) control-plane ## The install path for real: image, containers, cer
 
 REALNODE_ARGS ?=
 .PHONY: realnode
-realnode: $(STAMP) control-plane ## Real kubelets in qemu guests: resizes, kubelet answers, GOMAXPROCS, latency, the money graph (root)
+realnode: $(STAMP) control-plane neighbours ## Real kubelets in qemu guests: resizes, kubelet answers, GOMAXPROCS, latency, the money graph, VPA (root)
 	REALNODE_ARGS="$(REALNODE_ARGS)" bash hack/realnode.sh
 
 .PHONY: bench-realnode

@@ -3,16 +3,18 @@ controller, run as host processes beside the control plane: the autoscalers the
 integration tier runs Headroom beside.
 
 metrics-server serves the resource metrics API through the API server's aggregation
-layer (an APIService backed by an ExternalName Service for loopback) and scrapes what KWOK
-serves for nodes made with a ``kubelet_port`` (``devcluster.nodes.simulated_node``). The
+layer (an APIService backed by an ExternalName Service for loopback) and scrapes either
+what KWOK serves for nodes made with a ``kubelet_port`` (``devcluster.nodes.simulated_node``)
+or real kubelets, whose serving certificates it verifies against the cluster's CA. The
 binaries come from the cache ``hack/build-neighbours.sh`` fills (a no-op once built).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +50,23 @@ class MetricsServer:
 
     @classmethod
     def start(
-        cls, kubeconfig: Path, work_dir: Path, apply: Callable[[dict[str, Any]], object]
+        cls,
+        kubeconfig: Path,
+        work_dir: Path,
+        apply: Callable[[dict[str, Any]], object],
+        *,
+        kubelet_ca: Path | None = None,
     ) -> MetricsServer:
-        """Start it, register its APIService with ``apply`` and wait until it is served."""
+        """Start it, register its APIService with ``apply`` and wait until it is served.
+        ``kubelet_ca``: the CA of real kubelets' serving certificates; None for KWOK, whose
+        certificate names 127.0.0.1, not the node."""
         port = free_port()
         kc = str(kubeconfig)
+        kubelet_tls = (
+            "--kubelet-insecure-tls"
+            if kubelet_ca is None
+            else f"--kubelet-certificate-authority={kubelet_ca}"
+        )
         process = spawn(
             "metrics-server",
             [
@@ -63,8 +77,7 @@ class MetricsServer:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 f"--cert-dir={work_dir / 'metrics-server-certs'}",
-                # KWOK's serving certificate names 127.0.0.1, not the node.
-                "--kubelet-insecure-tls",
+                kubelet_tls,
                 "--kubelet-use-node-status-port",
                 "--kubelet-preferred-address-types=InternalIP",
                 # Its shortest: VPA's recommender samples once per its own interval (a
@@ -81,6 +94,27 @@ class MetricsServer:
         for obj in _api_service(port):
             apply(obj)
         return cls(process)
+
+
+@contextlib.contextmanager
+def resource_metrics_api(
+    kubeconfig: Path,
+    work_dir: Path,
+    kubectl: Callable[..., str],
+    apply: Callable[[dict[str, Any]], object],
+    *,
+    kubelet_ca: Path | None = None,
+) -> Iterator[None]:
+    """metrics-server behind the resource metrics API until the block ends; then gone,
+    APIService and Service with it."""
+    metrics = MetricsServer.start(kubeconfig, work_dir, apply, kubelet_ca=kubelet_ca)
+    try:
+        kubectl("wait", f"apiservice/{METRICS_API}", "--for=condition=Available", "--timeout=60s")
+        yield
+    finally:
+        metrics.process.stop()
+        kubectl("delete", "apiservice", METRICS_API, "--ignore-not-found")
+        kubectl("delete", "service", "metrics-server", "-n", "kube-system", "--ignore-not-found")
 
 
 def _api_service(port: int) -> list[dict[str, Any]]:
@@ -188,6 +222,22 @@ class Vpa:
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()
+
+
+@contextlib.contextmanager
+def running_vpa(
+    kubeconfig: Path, work_dir: Path, kubectl: Callable[..., str], *, pki_dir: Path
+) -> Iterator[None]:
+    """VPA's three components until the block ends; then gone, with the webhook
+    configuration its admission controller registered."""
+    started = Vpa.start(kubeconfig, work_dir, pki_dir=pki_dir)
+    try:
+        yield
+    finally:
+        started.stop()
+        kubectl(
+            "delete", "mutatingwebhookconfiguration", "vpa-webhook-config", "--ignore-not-found"
+        )
 
 
 def _started(name: str, args: Sequence[str], work_dir: Path, health: int) -> HostProcess:

@@ -32,7 +32,8 @@ from devcluster.kubepods import PodNotStartedError
 from devcluster.prometheus import Prometheus, ScrapeTarget
 from devcluster.realnet import NAMESPACE_ENV
 from devcluster.realnodes import RealCluster
-from tests.integration.conftest import Cluster, helm
+from devcluster.vpa import resource_metrics_api
+from tests.integration.conftest import Cluster, helm, third_party_crds
 from tests.integration.rbac import (
     RECONCILER,
     RELEASE,
@@ -43,11 +44,12 @@ from tests.integration.rbac import (
     service_account_kubeconfig,
     service_account_token,
 )
+from tests.integration.reconciler.autoscaling import vpa
 from tests.integration.reconciler.conftest import Pods, Reconciler, configure, crd, start_reconciler
 from tests.integration.webhook.conftest import MODE_LABEL, SCOPE_LABEL, Webhook, start_webhook
 from tests.realnode.kubelets import Kubelets, Observation
 
-__all__ = ["configure", "crd", "helm", "start_reconciler"]
+__all__ = ["configure", "crd", "helm", "start_reconciler", "third_party_crds", "vpa"]
 
 # Prometheus's identity: a ServiceAccount, as an operator's Prometheus has.
 SCRAPER = ServiceAccount(namespace=RELEASE_NAMESPACE, name="prometheus")
@@ -254,6 +256,23 @@ def start_prometheus(
     yield start
     for prometheus in running:
         prometheus.stop()
+
+
+@pytest.fixture(scope="session")
+def metrics_api(
+    real_cluster: RealCluster, control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """metrics-server behind the resource metrics API, scraping every kubelet's
+    ``/metrics/resource`` (at the address and port each node reports, verified against
+    the cluster's CA)."""
+    with resource_metrics_api(
+        control_plane.kubeconfig,
+        tmp_path_factory.mktemp("metrics-server"),
+        control_plane.kubectl,
+        control_plane.apply,
+        kubelet_ca=real_cluster.plane.ca_file,
+    ):
+        yield
 
 
 def _make_namespace(cluster: Cluster, labels: dict[str, str]) -> str:

@@ -34,10 +34,21 @@ import pytest
 
 from app.core.labels import STATUS_ANNOTATION
 from app.core.quantity import parse_cpu_millis
-from devcluster.vpa import METRICS_API, MetricsServer, Vpa, resource_metrics
+from devcluster.vpa import resource_metrics, resource_metrics_api
 from tests.integration.conftest import Cluster, eventually
+from tests.integration.reconciler.autoscaling import (
+    cpu,
+    lag_behind_target,
+    live_pod,
+    recommended_cpu,
+    requests_only_vpa,
+    vpa,
+)
 from tests.integration.reconciler.conftest import Reconciler
 from tests.integration.reconciler.manifests import RESERVED_TAINT
+
+# A fixture, shared with the real-node tier.
+__all__ = ["vpa"]
 
 REQUEST_M = 250
 HUNGRY_M = 1500
@@ -98,47 +109,13 @@ def headroom_enforcing(
 @pytest.fixture(scope="module")
 def metrics_api(control_plane: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """metrics-server behind the resource metrics API; gone again afterwards."""
-    metrics = MetricsServer.start(
-        control_plane.kubeconfig, tmp_path_factory.mktemp("metrics-server"), control_plane.apply
-    )
-    try:
-        control_plane.kubectl(
-            "wait", f"apiservice/{METRICS_API}", "--for=condition=Available", "--timeout=60s"
-        )
-        yield
-    finally:
-        metrics.process.stop()
-        control_plane.kubectl("delete", "apiservice", METRICS_API, "--ignore-not-found")
-        control_plane.kubectl(
-            "delete", "service", "metrics-server", "-n", "kube-system", "--ignore-not-found"
-        )
-
-
-@pytest.fixture
-def vpa(
-    control_plane: Cluster,
-    metrics_api: None,
-    third_party_crds: list[str],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[None]:
-    """VPA's three components; gone again afterwards, with the webhook VPA registered."""
-    started = Vpa.start(
+    with resource_metrics_api(
         control_plane.kubeconfig,
-        tmp_path_factory.mktemp("vpa"),
-        pki_dir=control_plane.plane.pki_dir,
-    )
-    try:
+        tmp_path_factory.mktemp("metrics-server"),
+        control_plane.kubectl,
+        control_plane.apply,
+    ):
         yield
-    finally:
-        started.stop()
-        control_plane.kubectl(
-            "delete", "mutatingwebhookconfiguration", "vpa-webhook-config", "--ignore-not-found"
-        )
-
-
-def cpu(resources: dict[str, Any], kind: str) -> int | None:
-    value = resources.get(kind, {}).get("cpu")
-    return None if value is None else parse_cpu_millis(value)
 
 
 @dataclass
@@ -176,56 +153,11 @@ class Workload:
         self.cluster.apply(
             deployment(self.namespace, self.name, self.node, container, usage_m=HUNGRY_M)
         )
-        self.cluster.apply(
-            {
-                "apiVersion": "autoscaling.k8s.io/v1",
-                "kind": "VerticalPodAutoscaler",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {
-                    "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": self.name},
-                    "updatePolicy": {"updateMode": "InPlaceOrRecreate"},
-                    "resourcePolicy": {
-                        "containerPolicies": [
-                            {
-                                "containerName": "*",
-                                "controlledValues": "RequestsOnly",
-                                "controlledResources": ["cpu"],
-                                # The tenant guide's recipe: never below the template's
-                                # request, VPA's cold start (its 25m floor) included.
-                                "minAllowed": {"cpu": f"{REQUEST_M}m"},
-                            }
-                        ]
-                    },
-                },
-            }
-        )
+        self.cluster.apply(requests_only_vpa(self.namespace, self.name, min_cpu=f"{REQUEST_M}m"))
         self.started = time.monotonic()
 
     def pod(self) -> dict[str, Any] | None:
-        listed = json.loads(
-            self.cluster.kubectl(
-                "get", "pods", "-n", self.namespace, "-l", f"app={self.name}", "-o", "json"
-            )
-        )
-        live = [p for p in listed["items"] if "deletionTimestamp" not in p["metadata"]]
-        return live[0] if len(live) == 1 else None
-
-    def recommendation(self) -> tuple[int | None, int | None]:
-        """The VPA's CPU target and upper bound for the container, once it has them."""
-        vpa = json.loads(
-            self.cluster.kubectl(
-                "get", "verticalpodautoscaler", self.name, "-n", self.namespace, "-o", "json"
-            )
-        )
-        for entry in (
-            vpa.get("status", {}).get("recommendation", {}).get("containerRecommendations", [])
-        ):
-            if entry["containerName"] == "app":
-                return (
-                    parse_cpu_millis(entry["target"]["cpu"]),
-                    parse_cpu_millis(entry["upperBound"]["cpu"]),
-                )
-        return None, None
+        return live_pod(self.cluster, self.namespace, self.name)
 
     def sample(self) -> Sample | None:
         pod = self.pod()
@@ -234,7 +166,12 @@ class Workload:
         resources = pod["spec"]["containers"][0]["resources"]
         request = cpu(resources, "requests")
         assert request is not None
-        taken = Sample(time.monotonic(), request, cpu(resources, "limits"), *self.recommendation())
+        taken = Sample(
+            time.monotonic(),
+            request,
+            cpu(resources, "limits"),
+            *recommended_cpu(self.cluster, self.namespace, self.name),
+        )
         self.samples.append(taken)
         return taken
 
@@ -257,19 +194,6 @@ class Workload:
         """Seconds until VPA raised the request to what the pod burns (infinite: never)."""
         sized = [s.at for s in self.samples if s.request_m >= HUNGRY_M]
         return sized[0] - self.started if sized else float("inf")
-
-    def lag_behind_target(self) -> float:
-        """The longest the limit stayed below VPA's target (seconds)."""
-        longest, since = 0.0, None
-        for s in self.samples:
-            below = s.target_m is not None and s.limit_m is not None and s.limit_m < s.target_m
-            if below and since is None:
-                since = s.at
-            elif not below and since is not None:
-                longest, since = max(longest, s.at - since), None
-        if since is not None:
-            longest = max(longest, self.samples[-1].at - since)
-        return longest
 
     def recreated(self) -> Workload:
         """Its pod deleted while the recommendation stands; the Deployment's next pod,
@@ -322,7 +246,7 @@ def test_a_requests_only_vpa_sizes_a_managed_pod_where_a_static_limit_stops_it(
         # Never a limit below the request, nor below VPA's target for longer than it
         # takes Headroom to follow it.
         assert all(s.limit_m is not None and s.limit_m >= s.request_m for s in workload.samples)
-        assert workload.lag_behind_target() <= DEBOUNCE_S + 5, workload.timeline()
+        assert lag_behind_target(workload.samples) <= DEBOUNCE_S + 5, workload.timeline()
     for workload in free.values():
         assert all(s.limit_m is None for s in workload.samples)
     # An owner's static limit of twice the request: VPA never gets the request past it.

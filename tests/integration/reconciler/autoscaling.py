@@ -1,0 +1,116 @@
+"""What the tests beside the real VPA share, in either tier: VPA's components (the tier
+gives ``metrics_api``), the tenant guide's VPA, what its recommender wrote, a
+Deployment's live pod, and how far Headroom's limit trailed VPA's target."""
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import pytest
+
+from app.core.quantity import parse_cpu_millis
+from devcluster.vpa import running_vpa
+from tests.integration.conftest import Cluster
+
+Obj = dict[str, Any]
+
+
+class Sampled(Protocol):
+    """One sample of a container: when, its CPU limit and VPA's target (millicores)."""
+
+    @property
+    def at(self) -> float: ...
+
+    @property
+    def limit_m(self) -> int | None: ...
+
+    @property
+    def target_m(self) -> int | None: ...
+
+
+def requests_only_vpa(namespace: str, deployment: str, *, min_cpu: str) -> Obj:
+    """The tenant guide's recipe: a ``RequestsOnly`` VPA in ``InPlaceOrRecreate`` mode on a
+    Deployment's CPU, never below ``min_cpu`` (the template's request), VPA's cold start
+    (its 25m floor) included."""
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": deployment, "namespace": namespace},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+            "updatePolicy": {"updateMode": "InPlaceOrRecreate"},
+            "resourcePolicy": {
+                "containerPolicies": [
+                    {
+                        "containerName": "*",
+                        "controlledValues": "RequestsOnly",
+                        "controlledResources": ["cpu"],
+                        "minAllowed": {"cpu": min_cpu},
+                    }
+                ]
+            },
+        },
+    }
+
+
+def cpu(resources: Obj | None, kind: str) -> int | None:
+    """A container's CPU ``requests`` or ``limits`` (millicores); None where unset."""
+    value = (resources or {}).get(kind, {}).get("cpu")
+    return None if value is None else parse_cpu_millis(str(value))
+
+
+def recommended_cpu(
+    cluster: Cluster, namespace: str, name: str, container: str = "app"
+) -> tuple[int | None, int | None]:
+    """The CPU target and upper bound (millicores) VPA's recommender wrote for
+    ``container`` in VPA ``name``, once it has."""
+    vpa = json.loads(
+        cluster.kubectl("get", "verticalpodautoscaler", name, "-n", namespace, "-o", "json")
+    )
+    recommendation = vpa.get("status", {}).get("recommendation", {})
+    for entry in recommendation.get("containerRecommendations", []):
+        if entry["containerName"] == container:
+            target, upper = entry["target"]["cpu"], entry["upperBound"]["cpu"]
+            return parse_cpu_millis(target), parse_cpu_millis(upper)
+    return None, None
+
+
+def live_pod(cluster: Cluster, namespace: str, app: str) -> Obj | None:
+    """The one pod labelled ``app`` that is not being deleted; None while there is not
+    exactly one."""
+    listed = json.loads(
+        cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app={app}", "-o", "json")
+    )
+    live = [p for p in listed["items"] if "deletionTimestamp" not in p["metadata"]]
+    return live[0] if len(live) == 1 else None
+
+
+@pytest.fixture
+def vpa(
+    control_plane: Cluster,
+    metrics_api: None,
+    third_party_crds: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """VPA's three components; gone after the test, with the webhook VPA registered."""
+    with running_vpa(
+        control_plane.kubeconfig,
+        tmp_path_factory.mktemp("vpa"),
+        control_plane.kubectl,
+        pki_dir=control_plane.plane.pki_dir,
+    ):
+        yield
+
+
+def lag_behind_target(samples: Sequence[Sampled]) -> float:
+    """The longest the limit stayed below VPA's target (seconds)."""
+    longest, since = 0.0, None
+    for s in samples:
+        below = s.target_m is not None and s.limit_m is not None and s.limit_m < s.target_m
+        if below and since is None:
+            since = s.at
+        elif not below and since is not None:
+            longest, since = max(longest, s.at - since), None
+    if since is not None and samples:
+        longest = max(longest, samples[-1].at - since)
+    return longest

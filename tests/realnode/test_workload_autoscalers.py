@@ -1,0 +1,251 @@
+"""Beside the real VPA on a real kubelet: metrics-server scrapes the guests' kubelets, VPA's
+recommender, updater and admission controller size a CPU-hungry Deployment's request
+under the tenant guide's recipe (a ``RequestsOnly`` VPA in ``InPlaceOrRecreate`` mode),
+with Headroom enforcing in one namespace and, as the control, the same Deployment without
+a limit in a namespace Headroom leaves alone.
+
+Both run side by side on the 3-CPU workload node, which an unmanaged neighbour books: the
+kubelet cannot fit what VPA asks for, and defers both raises. What it defers is the whole
+resize, so Headroom's limit above VPA's target waits with VPA's request. Once the
+neighbour leaves, the kubelet applies both, and the request reaches what the pod burns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.core.config.settings import Settings
+from devcluster.realnodes import WORKLOAD
+from devcluster.vpa import resource_metrics
+from tests.integration.conftest import Cluster, eventually
+from tests.integration.reconciler.autoscaling import (
+    cpu,
+    lag_behind_target,
+    live_pod,
+    recommended_cpu,
+    requests_only_vpa,
+)
+from tests.integration.reconciler.conftest import Reconciler
+from tests.realnode import builders
+from tests.realnode.conftest import wait_agreed
+from tests.realnode.kubelets import Kubelets
+
+NODE = WORKLOAD.name
+REQUEST_M = 250
+# What each hungry pod burns (probe pace: one thread, at most one core).
+DEMAND_M = 600
+# Books the 3-CPU node to 2800m with both hungry pods: 200m of slack, less than either
+# raise VPA asks for.
+NEIGHBOUR_M = 2300
+HEADROOM = "Headroom enforcing"
+NO_LIMIT = "no limit (Headroom off)"
+# VPA's updater evicts a pod whose in-place raise the kubelet deferred for 5 minutes
+# (DeferredResizeUpdateTimeout): the booked phase must end sooner to show the deferral.
+BOOKED_TIMEOUT_S = 240.0
+SIZING_TIMEOUT_S = 240.0
+DEBOUNCE_S = Settings().debounce_seconds
+# A kubelet applies a resize, and reports it, within a few seconds; an emulated one
+# within ten.
+KUBELET_S = 10.0
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    # What the spec asks (VPA's request, Headroom's limit), what the kubelet has applied,
+    # the kubelet's answer to a pending resize, and VPA's target.
+    request_m: int
+    limit_m: int | None
+    applied_m: int | None
+    pending: str | None
+    target_m: int | None
+
+
+@dataclass
+class Hungry:
+    """One Deployment of one pod burning ``DEMAND_M`` under its own RequestsOnly VPA."""
+
+    cluster: Cluster
+    namespace: str
+    name: str = "hungry"
+    started: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+
+    def deploy(self) -> None:
+        pod = builders.pod(
+            self.name,
+            namespace=self.namespace,
+            node=NODE,
+            containers=[builders.container(cpu=f"{REQUEST_M}m", args=["pace", str(DEMAND_M)])],
+        )
+        self.cluster.apply(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": self.name}},
+                    "template": {
+                        "metadata": {"labels": pod["metadata"]["labels"]},
+                        "spec": pod["spec"],
+                    },
+                },
+            }
+        )
+        self.cluster.apply(requests_only_vpa(self.namespace, self.name, min_cpu=f"{REQUEST_M}m"))
+        self.started = time.monotonic()
+
+    def pod(self) -> dict[str, Any] | None:
+        return live_pod(self.cluster, self.namespace, self.name)
+
+    def sample(self) -> Sample | None:
+        pod = self.pod()
+        if pod is None:
+            return None
+        resources = pod["spec"]["containers"][0]["resources"]
+        request = cpu(resources, "requests")
+        assert request is not None
+        status = pod.get("status", {})
+        applied = next(
+            (cpu(s.get("resources"), "requests") for s in status.get("containerStatuses", [])),
+            None,
+        )
+        pending = next(
+            (
+                c.get("reason", "")
+                for c in status.get("conditions", [])
+                if c["type"] == "PodResizePending" and c["status"] == "True"
+            ),
+            None,
+        )
+        target, _ = recommended_cpu(self.cluster, self.namespace, self.name)
+        taken = Sample(
+            time.monotonic(), request, cpu(resources, "limits"), applied, pending, target
+        )
+        self.samples.append(taken)
+        return taken
+
+    def deferred(self) -> bool:
+        """Whether the kubelet now defers a raise of the request VPA asked for."""
+        last = self.samples[-1] if self.samples else None
+        return (
+            last is not None
+            and last.pending == "Deferred"
+            and last.applied_m is not None
+            and last.request_m > last.applied_m
+        )
+
+    def sized_after(self, since: float) -> float:
+        """Seconds from ``since`` until the kubelet applied a request of what the pod
+        burns (infinite: never)."""
+        sized = [
+            s.at
+            for s in self.samples
+            if s.at >= since and s.applied_m is not None and s.applied_m >= DEMAND_M
+        ]
+        return sized[0] - since if sized else float("inf")
+
+    def timeline(self) -> str:
+        """Each change, from the deploy: request/limit/applied request/VPA target [the
+        kubelet's answer]."""
+        steps, last = [], None
+        for s in self.samples:
+            now = (s.request_m, s.limit_m, s.applied_m, s.pending, s.target_m)
+            if now != last:
+                values = "/".join(
+                    "-" if v is None else f"{v}m"
+                    for v in (s.request_m, s.limit_m, s.applied_m, s.target_m)
+                )
+                pending = f" [{s.pending}]" if s.pending is not None else ""
+                steps.append(f"{s.at - self.started:.0f}s {values}{pending}")
+                last = now
+        return ", ".join(steps)
+
+
+def test_a_requests_only_vpa_on_a_booked_real_node_waits_for_room_with_headroom_as_without(
+    control_plane: Cluster,
+    vpa: None,
+    enforcing: Callable[..., None],
+    start_reconciler: Callable[..., Reconciler],
+    managed_namespace: str,
+    namespace: str,
+    kubelets: Kubelets,
+) -> None:
+    start_reconciler()
+    control_plane.apply(
+        builders.pod(
+            "neighbour",
+            namespace=namespace,
+            node=NODE,
+            containers=[builders.container("neighbour", cpu=f"{NEIGHBOUR_M}m")],
+        )
+    )
+    runs = {
+        HEADROOM: Hungry(control_plane, managed_namespace),
+        NO_LIMIT: Hungry(control_plane, namespace),
+    }
+    for run in runs.values():
+        run.deploy()
+
+    def sample_all() -> None:
+        for run in runs.values():
+            run.sample()
+
+    def report() -> str:
+        return "\n".join(f"{label}: {run.timeline()}" for label, run in runs.items())
+
+    def both_deferred() -> bool:
+        sample_all()
+        return all(run.deferred() for run in runs.values())
+
+    try:
+        eventually(
+            both_deferred,
+            timeout=BOOKED_TIMEOUT_S,
+            interval=1.0,
+            what="the kubelet deferring both raises VPA asked for",
+        )
+    finally:
+        print("\nbooked:\n" + report())
+    control_plane.kubectl("delete", "pod", "neighbour", "-n", namespace, "--wait=false")
+    room = time.monotonic()
+
+    def both_sized() -> bool:
+        sample_all()
+        return all(run.sized_after(room) < float("inf") for run in runs.values())
+
+    try:
+        eventually(
+            both_sized,
+            timeout=SIZING_TIMEOUT_S,
+            interval=1.0,
+            what="the kubelet applying both requests once the neighbour left",
+        )
+    finally:
+        print(f"\nneighbour deleted at {room - runs[HEADROOM].started:.0f}s:\n" + report())
+    print(
+        "seconds from the neighbour's deletion to a request of what the pod burns applied: "
+        + ", ".join(f"{label} {run.sized_after(room):.1f}" for label, run in runs.items())
+    )
+    for label, run in runs.items():
+        # What the recommender read: the resource metrics API, from the kubelet.
+        print(f"{label}: CPU used (m)", resource_metrics(control_plane.kubectl, run.namespace))
+    headroom, free = runs[HEADROOM], runs[NO_LIMIT]
+    assert all(s.limit_m is None for s in free.samples)
+    # Each step of VPA's target followed by Headroom's limit, booked or not, and never a
+    # limit below the request.
+    assert lag_behind_target(headroom.samples) <= DEBOUNCE_S + KUBELET_S, headroom.timeline()
+    assert all(s.limit_m is not None and s.limit_m >= s.request_m for s in headroom.samples)
+    # Once there is room, the kubelet applies the deferred raise as it does without a limit.
+    assert headroom.sized_after(room) <= free.sized_after(room) + DEBOUNCE_S + KUBELET_S
+    # And the limit reached the pod's cgroup.
+    pod = headroom.pod()
+    assert pod is not None
+    seen = wait_agreed(kubelets, managed_namespace, pod["metadata"]["name"])
+    limit = seen.container("app")
+    assert limit is not None
+    assert limit >= headroom.samples[-1].request_m
