@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from app.core.config import DEFAULT_SETTINGS
 from app.core.limitrange import LimitRangeCaps
-from app.core.pods import PodInfo, pod_info_from_dict
+from app.core.pods import PodInfo, booked_cpu_m, pod_info_from_dict
 from app.core.policy import NodeInput, compute_node
 
 _SIZES = (110, 1000)
@@ -59,7 +59,7 @@ def _pod(index: int) -> PodInfo:
 
 
 def _node(pods: Sequence[PodInfo]) -> NodeInput:
-    booked = sum(pod.request_m for pod in pods)
+    booked = booked_cpu_m(pods)
     return NodeInput(
         name="node-1",
         allocatable_m=booked * 2,

@@ -122,6 +122,7 @@ class ControlPlane:
     # Where KWOK serves its simulated kubelets' endpoints (127.0.0.1, TLS): a node that
     # names it as its kubelet port gets its resource metrics scraped (``metrics_node``).
     kwok_port: int = field(default=0, init=False)
+    scheduler_port: int = field(default=0, init=False)
 
     @property
     def pki_dir(self) -> Path:
@@ -417,9 +418,9 @@ class ControlPlane:
         self.kubeconfig.write_text(json.dumps(config, indent=2))
         self.kubeconfig.chmod(0o600)
 
-    def _start_component(self, name: str, extra: list[str]) -> None:
+    def _start_component(self, name: str, extra: list[str]) -> int:
         """kube-controller-manager or kube-scheduler: admin credentials, no election,
-        a health port of its own on loopback."""
+        a secure port of its own on loopback, which it returns."""
         port = free_port()
         kc = str(self.kubeconfig)
         proc = self._spawn(
@@ -437,6 +438,7 @@ class ControlPlane:
             ],
         )
         self._wait(proc, lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), "/healthz")
+        return port
 
     def _start_controller_manager(self) -> None:
         self._start_component(
@@ -453,7 +455,17 @@ class ControlPlane:
         )
 
     def _start_scheduler(self) -> None:
-        self._start_component("kube-scheduler", [])
+        self.scheduler_port = self._start_component("kube-scheduler", [])
+
+    def scheduler_resource_metrics(self) -> str:
+        """kube-scheduler's own account of what each pod books
+        (``kube_pod_resource_request`` by pod and node, on ``/metrics/resources``)."""
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{self.scheduler_port}/metrics/resources",
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
+        with urllib.request.urlopen(request, context=_self_signed(), timeout=10) as response:
+            return str(response.read().decode())
 
     def _start_kwok(self) -> None:
         self.kwok_port = port = free_port()
@@ -540,10 +552,14 @@ def _http_ok(url: str) -> bool:
         return bool(response.status == 200)
 
 
-def _https_ok(url: str) -> bool:
-    # Component health ports serve a self-signed certificate of their own.
+def _self_signed() -> ssl.SSLContext:
+    # Component ports on loopback serve a self-signed certificate of their own.
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, context=context, timeout=2) as response:
+    return context
+
+
+def _https_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, context=_self_signed(), timeout=2) as response:
         return bool(response.status == 200)

@@ -29,7 +29,8 @@ Obj = Mapping[str, Any]
 @dataclass(frozen=True)
 class Booking:
     pod: str
-    request_m: int
+    # What the scheduler books for the pod: init containers, sidecars and overhead included.
+    booked_m: int
     managed: bool
 
 
@@ -101,11 +102,11 @@ def explain_pod(
     )
     bookings = sorted(
         (
-            Booking(pod=i.key, request_m=i.request_m, managed=decision.reason(i) is None)
+            Booking(pod=i.key, booked_m=i.booked_m, managed=decision.reason(i) is None)
             for i in view.pods
-            if not i.terminal
+            if i.books_cpu
         ),
-        key=lambda b: (-b.request_m, b.pod),
+        key=lambda b: (-b.booked_m, b.pod),
     )
     gate = decision.node_gate
     return PodExplanation(
@@ -165,11 +166,11 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     lines += [
         "",
         f"Allocatable A = {_m(node.allocatable_m)}",
-        "Booked by (CPU requests, largest first):",
+        "Booked by (CPU the scheduler books, largest first):",
     ]
     for booking in explanation.bookings:
         marker = "managed" if booking.managed else ""
-        lines.append(f"  {booking.pod:<50} {_m(booking.request_m):>8}  {marker}")
+        lines.append(f"  {booking.pod:<50} {_m(booking.booked_m):>8}  {marker}")
     for skipped in explanation.skipped:
         lines.append(f"  {skipped.key:<50} skipped: quantities cannot be read ({skipped.reason})")
     unbooked, overbooked = shown_slack(node.slack_m)
@@ -232,7 +233,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "nodePods": node.pod_count,
         "factor": factor_text(node.factor),
         "bookings": [
-            {"pod": b.pod, "request": _m(b.request_m), "managed": b.managed}
+            {"pod": b.pod, "booked": _m(b.booked_m), "managed": b.managed}
             for b in explanation.bookings
         ],
         "annotation": explanation.annotation_fields,

@@ -131,7 +131,7 @@ def strip_pod(obj: Obj) -> Obj:
     owners = _owner_refs(metadata)
     if owners:
         stripped_metadata["ownerReferences"] = owners
-    stripped_spec = _pick(spec, "nodeName", "resources")
+    stripped_spec = _pick(spec, "nodeName", "resources", "overhead")
     stripped_spec["containers"] = [_container(c) for c in spec.get("containers") or ()]
     inits = [_container(c) for c in spec.get("initContainers") or ()]
     if inits:

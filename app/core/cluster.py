@@ -158,6 +158,7 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
         pod.uid,
         pod.node_name,
         pod.terminal,
+        pod.books_cpu,
         pod.labels,
         pod.owners,
         tuple(
@@ -167,6 +168,7 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
         pod.init_cpu_requests_m,
         None if pod_level is None else pod_level.container_limit_floor_m,
         pod.request_m,
+        pod.booked_m,
         pod.guaranteed_if_pinned,
         pod.qos_class,
         pod.max_cpu_m,

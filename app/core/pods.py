@@ -76,6 +76,10 @@ class ResourceFacts:
     cpu_containers: tuple[ContainerInfo, ...]
     # Plain (non-restartable) init containers; they do not count toward the request.
     init_cpu_requests_m: tuple[int, ...]
+    # The CPU the scheduler books for the pod while it is bound: the larger of its
+    # containers' and sidecars' requests and any init container's (with the sidecars
+    # started before it), or its pod-level request, plus its RuntimeClass overhead.
+    booked_m: int
     qos_class: str
     # Setting every CPU limit to its request would make the pod Guaranteed.
     guaranteed_if_pinned: bool
@@ -145,6 +149,10 @@ class PodInfo:
         return self.facts.request_m
 
     @property
+    def booked_m(self) -> int:
+        return self.facts.booked_m
+
+    @property
     def limit_m(self) -> int:
         return self.facts.limit_m
 
@@ -158,8 +166,14 @@ class PodInfo:
 
     @property
     def terminal(self) -> bool:
-        """Finished or being deleted: not managed, and books no CPU on its node."""
+        """Finished or being deleted: not managed."""
         return self.deleting or self.phase in TERMINAL_PHASES
+
+    @property
+    def books_cpu(self) -> bool:
+        """Whether the pod's CPU counts as booked on its node: until it has finished, as
+        the scheduler counts it (a pod being deleted holds its CPU until it is gone)."""
+        return self.phase not in TERMINAL_PHASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +264,8 @@ class PodSpecWire(msgspec.Struct, gc=False):
     containers: list[ContainerWire] | None = None
     initContainers: list[ContainerWire] | None = None
     resources: _PodRequirementsWire | None = None
+    # Set at admission from the pod's RuntimeClass.
+    overhead: _QuantitiesWire | None = None
 
 
 class _ConditionWire(msgspec.Struct, gc=False):
@@ -352,10 +368,18 @@ def resource_facts(
             cpu_limit_m=_millis(pod_level.cpu_limit),
             container_limit_floor_m=max((c.cpu_limit_m or 0 for c in containers), default=0),
         )
+    pod_requirements = wire.resources or _PodRequirementsWire()
+    pod_cpu = "cpu" in (pod_requirements.requests or {}) or "cpu" in (pod_requirements.limits or {})
+    booked_m = (
+        _millis(pod_level.cpu_request) or 0
+        if pod_level is not None and pod_cpu
+        else _scheduler_request_m(apps=resizable[: len(apps)], inits=inits)
+    ) + (_millis(_quantity((wire.overhead or _NO_QUANTITIES).cpu)) or 0)
     return ResourceFacts(
         containers=containers,
         cpu_containers=cpu_containers,
         init_cpu_requests_m=tuple(_millis(r.cpu_request) or 0 for r in plain_resources),
+        booked_m=booked_m,
         qos_class=qos,
         guaranteed_if_pinned=guaranteed_if_pinned,
         request_m=request_m,
@@ -371,7 +395,10 @@ def shared_facts(spec: PodSpecWire, *, qos_class: str | None) -> ResourceFacts:
     point at one set of container records, which is most of a record's size. The spec's
     resource fields, re-encoded, are the key; raises ``QuantityError`` on a bad quantity.
     """
-    key = (_SPEC_KEY.encode((spec.containers, spec.initContainers, spec.resources)), qos_class)
+    key = (
+        _SPEC_KEY.encode((spec.containers, spec.initContainers, spec.resources, spec.overhead)),
+        qos_class,
+    )
     facts = _FACTS.get(key)
     if facts is None:
         if len(_FACTS) >= _SHARED_RECORDS:
@@ -446,8 +473,25 @@ def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
 
 
 def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
-    """R: CPU requested by every non-terminal pod in ``pods`` (managed or not)."""
-    return sum(pod.request_m for pod in pods if not pod.terminal)
+    """R: the CPU booked by every pod in ``pods`` that books any (managed or not)."""
+    return sum(pod.booked_m for pod in pods if pod.books_cpu)
+
+
+def _scheduler_request_m(apps: Sequence[_Resources], inits: Sequence[ContainerWire]) -> int:
+    """A pod's CPU request as the scheduler sums it from its containers (the sidecar
+    rule of component-helpers' ``PodRequests``): app containers and sidecars together,
+    unless an init container, with the sidecars started before it, asks for more."""
+    running = sum(_millis(r.cpu_request) or 0 for r in apps)
+    sidecars = peak = 0
+    for init in inits:
+        request = _millis(_resources(init).cpu_request) or 0
+        if init.restartPolicy == "Always":
+            running += request
+            sidecars += request
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, sidecars + request)
+    return max(running, peak)
 
 
 T = TypeVar("T")

@@ -170,6 +170,41 @@ def test_schema_rules(
     assert (created.returncode == 0) is accepted, created.stderr
 
 
+@pytest.mark.parametrize(
+    ("validate", "refused", "warned"),
+    [
+        pytest.param("strict", True, False, id="strict"),
+        pytest.param("warn", False, True, id="warn"),
+        pytest.param("false", False, False, id="ignore"),
+    ],
+)
+def test_an_unknown_field_is_refused_only_under_strict_validation(
+    control_plane: Cluster, clean_config: None, validate: str, refused: bool, warned: bool
+) -> None:
+    """The API server drops what the schema does not know before any webhook sees it:
+    a misspelt dryRun is refused, warned about or lost, as the client asked."""
+    result = subprocess.run(
+        [
+            str(control_plane.bin_dir / "kubectl"),
+            f"--kubeconfig={control_plane.kubeconfig}",
+            "create",
+            f"--validate={validate}",
+            "-f",
+            "-",
+        ],
+        input=json.dumps(_config(dryrun=False)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    named = 'unknown field "spec.dryrun"' in result.stderr
+    assert (result.returncode != 0, named) == (refused, refused or warned), result.stderr
+    if not refused:
+        spec = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))["spec"]
+        assert "dryrun" not in spec
+        assert spec["dryRun"] is True
+
+
 def test_uninstalling_the_chart_keeps_the_crd_and_the_config(
     control_plane: Cluster, helm: Path, clean_config: None
 ) -> None:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from app.core.quantity import parse_quantity
 from devcluster import ControlPlane
 from devcluster.kubepods import container_cgroup
 from devcluster.realnodes import STATIC, STATIC_POLICY_LABEL, WORKLOAD, RealCluster
@@ -96,7 +97,7 @@ def explain(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
     return found
 
 
-def test_deferred_while_a_deleted_neighbour_still_holds_the_node(
+def test_deferred_while_a_neighbour_holds_the_node(
     control_plane: Cluster,
     real_cluster: RealCluster,
     enforcing: Callable[..., None],
@@ -105,24 +106,22 @@ def test_deferred_while_a_deleted_neighbour_still_holds_the_node(
     start_reconciler: Callable[..., Reconciler],
     kubelets: Kubelets,
 ) -> None:
-    """Headroom stops booking a pod once it is being deleted; the kubelet keeps its
-    requests allocated until its containers have stopped. A request raise that fits
-    Headroom's view but not the kubelet's is Deferred, and so is Headroom's resize that
-    follows it: Headroom counts each once and does not retry; the kubelet applies both
-    when the neighbour is gone."""
+    """A request raise the kubelet cannot fit yet (memory a neighbour holds) is Deferred,
+    and so is Headroom's resize that follows it: Headroom counts each once and does not
+    retry. Once the neighbour is deleted, Headroom books its CPU until its containers have
+    stopped, as the scheduler and the kubelet do; then the kubelet applies both."""
     reconciler = start_reconciler()
     node = WORKLOAD.name
+    allocatable = json.loads(control_plane.kubectl("get", "node", node, "-o", "json"))
+    half_mib = int(parse_quantity(allocatable["status"]["allocatable"]["memory"]) / 2**21)
     control_plane.apply(builders.pod("web", namespace=managed_namespace, node=node))
     wait_agreed(
         kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 3000
     )
+    leaving = builders.container("leaving", cpu="1500m", memory=f"{half_mib}Mi", pre_stop_sleep=30)
     control_plane.apply(
         builders.pod(
-            "leaving",
-            namespace=namespace,
-            node=node,
-            containers=[builders.container("leaving", cpu="1500m", pre_stop_sleep=30)],
-            grace_seconds=60,
+            "leaving", namespace=namespace, node=node, containers=[leaving], grace_seconds=60
         )
     )
     control_plane.kubectl("wait", "pod/leaving", "-n", namespace, "--for=condition=Ready",
@@ -130,28 +129,24 @@ def test_deferred_while_a_deleted_neighbour_still_holds_the_node(
     wait_agreed(
         kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 1500
     )
-    control_plane.kubectl("delete", "pod", "leaving", "-n", namespace, "--wait=false")
-    # Headroom books the terminating neighbour no more: the ceiling is back at 3 cores.
-    wait_agreed(
-        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 3000
-    )
 
-    tenant_resize(control_plane, managed_namespace, "web", {"requests": {"cpu": "1800m"}})
+    tenant_resize(control_plane, managed_namespace, "web",
+                  {"requests": {"memory": f"{half_mib + 64}Mi"}})  # fmt: skip
     condition = eventually(
         lambda: pending(kubelets, managed_namespace, "web"), what="the kubelet's answer"
     )
     assert condition["reason"] == "Deferred", condition
-    assert "cpu" in condition["message"]
+    assert "memory" in condition["message"]
     assert by_kubelet(events(control_plane, managed_namespace, "web", "ResizeDeferred"))
     eventually(lambda: reconciler.resizes(Result.DEFERRED) == 1, what="Deferred counted")
     assert reconciler.sample("headroom_resizes_deferred") == 1
 
-    # Headroom's own resize now: a lower cap (1.5 x the new request).
+    # Headroom's own resize now: a lower cap (1.5 x the request).
     sent = headroom_resizes(real_cluster.plane, managed_namespace, "web")
     enforcing(maxMultiplier="1.5")
     eventually(
-        lambda: kubelets.observe(managed_namespace, "web").containers["app"].spec == 2700,
-        what="Headroom's resize to 2700m",
+        lambda: kubelets.observe(managed_namespace, "web").containers["app"].spec == 750,
+        what="Headroom's resize to 750m",
     )
     assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1
     condition = eventually(
@@ -160,21 +155,41 @@ def test_deferred_while_a_deleted_neighbour_still_holds_the_node(
     assert condition["reason"] == "Deferred", condition
     eventually(lambda: reconciler.resizes(Result.DEFERRED) == 2, what="the second Deferred")
     waiting = kubelets.observe(managed_namespace, "web").containers["app"]
-    assert (waiting.status, waiting.cgroup) == (3000, 3000)
+    assert (waiting.status, waiting.cgroup) == (1500, 1500)
     # Deferred is the kubelet's to retry: Headroom sends nothing more.
     assert stays(
         lambda: headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1,
         seconds=5,
     )
-    # The neighbour's containers stop after their 30 s preStop: the kubelet applies it all.
+
+    booked_slack = reconciler.sample("headroom_node_slack_cores", node=node)
+    assert booked_slack is not None
+    control_plane.kubectl("delete", "pod", "leaving", "-n", namespace, "--wait=false")
+    # Its preStop keeps its containers, and its CPU on the kubelet, for 30 s: Headroom's
+    # slack stays where it was meanwhile.
+    assert stays(
+        lambda: reconciler.sample("headroom_node_slack_cores", node=node) == booked_slack,
+        seconds=10,
+    )
+    terminating = json.loads(
+        control_plane.kubectl("get", "pod", "leaving", "-n", namespace, "-o", "json")
+    )
+    assert terminating["metadata"]["deletionTimestamp"]
     applied = wait_agreed(
         kubelets,
         managed_namespace,
         "web",
-        until=lambda s: s.containers["app"].spec == 2700,
+        until=lambda s: s.containers["app"].spec == 750,
         timeout=90,
     )
-    assert applied.containers["app"].cgroup == 2700
+    assert applied.containers["app"].cgroup == 750
+    eventually(
+        lambda: (
+            round(reconciler.sample("headroom_node_slack_cores", node=node) or 0, 3)
+            == round(booked_slack + 1.5, 3)
+        ),
+        what="the neighbour's CPU unbooked once it is gone",
+    )
     eventually(lambda: reconciler.sample("headroom_resizes_deferred") == 0, what="gauge at 0")
     assert reconciler.resizes(Result.DEFERRED) == 2
     assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1

@@ -75,6 +75,7 @@ POD_SHAPE: Final = fields(
         containers=list_of(_CONTAINER),
         initContainers=list_of(_CONTAINER),
         resources=_REQUIREMENTS,
+        overhead=_QUANTITIES,
     ),
     status=fields(
         phase=STRING,

@@ -44,7 +44,7 @@ class Reason(StrEnum):
 class NodeInput:
     name: str
     allocatable_m: int
-    # R: requests of every non-terminal pod bound to the node, managed or not.
+    # R: what the scheduler books for every unfinished pod bound to the node, managed or not.
     booked_m: int
     # The node's managed pods only (each with a CPU request).
     pods: Sequence[PodInfo]

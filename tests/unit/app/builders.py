@@ -96,6 +96,7 @@ def pod(
     uid: str | None = None,
     resources: Mapping[str, Mapping[str, str]] | None = None,
     node_selector: Mapping[str, str] | None = None,
+    overhead_cpu: str | None = None,
 ) -> Obj:
     """A pod; ``containers`` defaults to one Burstable app container requesting 500m.
 
@@ -131,6 +132,8 @@ def pod(
         spec["resources"] = {key: dict(value) for key, value in resources.items()}
     if node_selector is not None:
         spec["nodeSelector"] = dict(node_selector)
+    if overhead_cpu is not None:
+        spec["overhead"] = {"cpu": overhead_cpu}
     status: Obj = {"conditions": list(conditions)}
     if phase is not None:
         status["phase"] = phase
@@ -139,6 +142,19 @@ def pod(
     if observed_generation is not None:
         status["observedGeneration"] = observed_generation
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
+
+
+def init_heavy_pod(name: str, *, namespace: str, owners: Sequence[Obj] | None = None) -> Obj:
+    """A 250m container after a 2-CPU init container, with 250m of RuntimeClass overhead:
+    the scheduler books it at 2250m."""
+    return pod(
+        name,
+        namespace=namespace,
+        containers=[container(cpu_request="250m")],
+        init_containers=[container("migrate", cpu_request="2")],
+        overhead_cpu="250m",
+        owners=owners,
+    )
 
 
 def pod_resources(

@@ -66,6 +66,17 @@ def test_unmanaged_neighbours_book_slack_but_are_not_managed() -> None:
     }
 
 
+def test_a_neighbour_books_what_the_scheduler_books() -> None:
+    target = _pod("a", "2")
+    neighbour = b.init_heavy_pod("n", namespace="other", owners=[])
+    document = as_dict(_explain(target, [neighbour]))
+    assert document["slack"] == "11750m"
+    assert {x["pod"]: x["booked"] for x in document["bookings"]} == {
+        "other/n": "2250m",
+        "team-a/a": "2000m",
+    }
+
+
 def test_an_unmanaged_pod_says_why() -> None:
     target = _pod("n", "1", namespace="other")
     explanation = _explain(target, [])

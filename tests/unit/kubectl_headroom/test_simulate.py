@@ -46,6 +46,12 @@ def test_the_worked_example() -> None:
     assert {p.action for p in simulation.pods} == {Action.SET}
 
 
+def test_a_snapshot_books_init_containers_and_overhead_as_the_scheduler_does() -> None:
+    neighbour = b.init_heavy_pod("n", namespace="team-b")
+    (node,) = run(snapshot(pods=[*WORKED, neighbour])).nodes
+    assert (node.result.booked_m, node.result.slack_m) == (8000 + 2250, 16000 - 10250)
+
+
 def test_it_predicts_what_the_reconciler_sends() -> None:
     pods = [
         *WORKED,

@@ -85,6 +85,7 @@ def full_pod() -> dict[str, Any]:
     pod["metadata"]["annotations"]["kube-headroom.dev/status"] = "{}"
     pod["metadata"]["generation"] = 1
     pod["spec"]["nodeName"] = "node-1"
+    pod["spec"]["overhead"] = {"cpu": "250m", "memory": "64Mi"}
     pod["status"] = {
         "phase": "Pending",
         "qosClass": "Burstable",

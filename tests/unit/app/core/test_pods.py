@@ -339,16 +339,62 @@ def test_cpu_resize_policy() -> None:
     assert [c.restart_on_cpu_resize for c in info.containers] == [True, False]
 
 
-def test_booked_cpu_counts_every_pod_that_is_not_terminal() -> None:
+@pytest.mark.parametrize(
+    ("overrides", "booked_m"),
+    [
+        pytest.param({}, 500, id="one-container"),
+        pytest.param({"init_containers": [PLAIN_INIT]}, 2000, id="init-above-the-containers"),
+        pytest.param(
+            {"init_containers": [container("copy", cpu_request="100m")]}, 500, id="init-below"
+        ),
+        # A sidecar runs beside the init containers after it, not before it.
+        pytest.param(
+            {"init_containers": [container("warm", cpu_request="550m"), SIDECAR]},
+            600,
+            id="init-before-sidecar",
+        ),
+        pytest.param(
+            {"init_containers": [SIDECAR, container("warm", cpu_request="550m")]},
+            650,
+            id="init-after-sidecar",
+        ),
+        pytest.param({"overhead_cpu": "250m"}, 750, id="runtime-class-overhead"),
+        pytest.param(
+            {"init_containers": [PLAIN_INIT], "overhead_cpu": "250m"}, 2250, id="init-and-overhead"
+        ),
+        pytest.param(
+            {"resources": {"requests": {"cpu": "700m"}}, "init_containers": [PLAIN_INIT]},
+            700,
+            id="pod-level-request",
+        ),
+        pytest.param(
+            {"resources": {"requests": {"cpu": "700m"}}, "overhead_cpu": "100m"},
+            800,
+            id="pod-level-and-overhead",
+        ),
+        pytest.param(
+            {"resources": {"requests": {"memory": "1Gi"}}, "init_containers": [PLAIN_INIT]},
+            2000,
+            id="pod-level-memory-only",
+        ),
+    ],
+)
+def test_a_pod_books_what_the_scheduler_books(overrides: dict[str, Any], booked_m: int) -> None:
+    assert pod_info(**overrides).booked_m == booked_m
+
+
+def test_booked_cpu_counts_every_pod_until_it_has_finished() -> None:
     pods = [
         pod_info("a", containers=[container(cpu_request="1")]),
         pod_info("b", containers=[container(cpu_request="250m")], init_containers=[PLAIN_INIT]),
         pod_info("c", containers=[container(cpu_request="4")], phase="Succeeded"),
+        pod_info("d", containers=[container(cpu_request="4")], phase="Failed"),
+        # Its containers hold the CPU until they stop, and the scheduler keeps it booked.
         pod_info(
-            "d", containers=[container(cpu_request="4")], deletion_timestamp="2026-01-01T00:00:00Z"
+            "e", containers=[container(cpu_request="3")], deletion_timestamp="2026-01-01T00:00:00Z"
         ),
     ]
-    assert booked_cpu_m(pods) == 1250
+    assert booked_cpu_m(pods) == 1000 + 2000 + 3000
 
 
 @pytest.mark.parametrize(
