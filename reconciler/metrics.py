@@ -5,14 +5,54 @@ that alerts on `increase(...)` see the first event.
 """
 
 import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
+from app.core.pods import PodInfo
 from reconciler.outcomes import Result
 
 # Reconciling one node is a cache walk plus a handful of writes: milliseconds normally,
 # seconds under API-server pressure (the runbook alerts on a climbing p99).
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class PodBookings(Collector):
+    """``headroom_pod_booked_cores{node,namespace,pod}``: the CPU the scheduler books for
+    every pod on each node, as the node's last reconcile counted it (the figures its slack
+    and ``kubectl headroom explain`` are made of). Kept as one tuple per node and read at
+    scrape time: a gauge child per pod costs 662 bytes against 74 for its tuple entry,
+    measured, where the whole cached pod is about 1.6 KB."""
+
+    NAME: Final = "headroom_pod_booked_cores"
+    LABELS: Final = ("node", "namespace", "pod")
+    HELP: Final = (
+        "CPU the scheduler books for the pod (requests of its app containers and sidecars "
+        "or its largest init container, pod-level request, RuntimeClass overhead), in cores."
+    )
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[tuple[str, str, int], ...]] = {}
+
+    def set_node(self, node: str, pods: Iterable[PodInfo]) -> None:
+        self._by_node[node] = tuple((pod.namespace, pod.name, pod.booked_m) for pod in pods)
+
+    def forget_node(self, node: str) -> None:
+        self._by_node.pop(node, None)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=self.LABELS)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=self.LABELS)
+        # A copy: a scrape served from another thread never sees the dict change size.
+        for node, pods in list(self._by_node.items()):
+            for namespace, pod, booked_m in pods:
+                family.add_metric((node, namespace, pod), booked_m / 1000)
+        yield family
 
 
 class ReconcilerMetrics:
@@ -30,6 +70,13 @@ class ReconcilerMetrics:
             "Unbooked CPU on the node (allocatable minus requests), in cores.",
             "node",
         )
+        self.node_allocatable_cores = gauge(
+            "headroom_node_allocatable_cores",
+            "The node's allocatable CPU, in cores.",
+            "node",
+        )
+        self.pod_booked_cores = PodBookings()
+        self.registry.register(self.pod_booked_cores)
         self.pod_limit_cores = gauge(
             "headroom_pod_limit_cores",
             "Computed CPU limit ceiling of a managed pod, in cores.",
@@ -76,6 +123,7 @@ class ReconcilerMetrics:
             self.pod_limit_cores.remove(namespace, pod)
 
     def forget_node(self, node: str) -> None:
-        for gauge in (self.node_factor, self.node_slack_cores):
+        for gauge in (self.node_factor, self.node_slack_cores, self.node_allocatable_cores):
             with contextlib.suppress(KeyError):
                 gauge.remove(node)
+        self.pod_booked_cores.forget_node(node)

@@ -160,6 +160,10 @@ class NodeReconciler:
         name = result.name
         self._metrics.node_factor.labels(node=name).set(float(result.factor))
         self._metrics.node_slack_cores.labels(node=name).set(max(result.slack_m, 0) / 1000)
+        self._metrics.node_allocatable_cores.labels(node=name).set(result.allocatable_m / 1000)
+        self._metrics.pod_booked_cores.set_node(
+            name, (pod for pod in decision.pods if pod.books_cpu)
+        )
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
         # to chart.
         limited = [r for r in result.pods if r.target_m > 0]

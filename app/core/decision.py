@@ -85,6 +85,11 @@ class NodeDecision:
     retry_after: float | None
 
     @property
+    def pods(self) -> tuple[PodInfo, ...]:
+        """Every readable pod bound to the node: the managed ones, then the rest."""
+        return (*(r.pod for r in self.result.pods), *(pod for pod, _ in self.unmanaged))
+
+    @property
     def backed_off(self) -> tuple[PodInfo, ...]:
         return tuple(pod for pod, reason in self.unmanaged if reason is Ineligible.BACKED_OFF)
 

@@ -171,9 +171,9 @@ class PodInfo:
 
     @property
     def books_cpu(self) -> bool:
-        """Whether the pod's CPU counts as booked on its node: until it has finished, as
-        the scheduler counts it (a pod being deleted holds its CPU until it is gone)."""
-        return self.phase not in TERMINAL_PHASES
+        """Whether the pod books CPU on its node: some, until it has finished, as the
+        scheduler counts it (a pod being deleted holds its CPU until it is gone)."""
+        return self.booked_m > 0 and self.phase not in TERMINAL_PHASES
 
 
 @dataclass(frozen=True, slots=True)

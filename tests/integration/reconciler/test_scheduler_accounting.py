@@ -2,7 +2,8 @@
 sidecars started before them), its pod-level request and its RuntimeClass overhead count
 for as long as it is bound. Checked pod by pod and node by node against the real
 scheduler's own account (``/metrics/resources``) and ``kubectl describe node``, through
-the reconciler's slack, ``kubectl headroom simulate`` and ``explain``."""
+the reconciler's slack and per-pod bookings, ``kubectl headroom simulate`` and
+``explain``."""
 
 import json
 import re
@@ -149,6 +150,16 @@ def test_headroom_books_each_node_as_the_scheduler_does(
         ),
         what=f"the reconciler's slack on {node}",
     )
+    # Its per-pod series (the dashboard's "Booked by pod") are the scheduler's figures.
+    metrics = reconciler.metrics()
+    assert {
+        dict(labels)["pod"]: round(value * 1000)
+        for (name, labels), value in metrics.items()
+        if name == "headroom_pod_booked_cores"
+        and dict(labels)["node"] == node
+        and dict(labels)["namespace"] == pods.namespace
+    } == expected
+    assert metrics[("headroom_node_allocatable_cores", (("node", node),))] == NODE_CPU_M / 1000
     simulated = _headroom(control_plane, "simulate")
     (row,) = [n for n in simulated["nodes"] if n["node"] == node]
     assert (row["booked"], row["slack"]) == (f"{booked_m}m", f"{NODE_CPU_M - booked_m}m")

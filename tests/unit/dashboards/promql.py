@@ -8,17 +8,17 @@ from typing import Final
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
-from reconciler.metrics import ReconcilerMetrics
+from reconciler.metrics import PodBookings, ReconcilerMetrics
 from reconciler.outcomes import Result
 from webhook.metrics import WebhookMetrics
 
 
-def _collectors() -> Iterator[MetricWrapperBase]:
+def _collectors() -> Iterator[MetricWrapperBase | PodBookings]:
     """Each metric the reconciler and the webhook register (test_exported_metrics checks
     that these are all their registries serve)."""
     for owner in (ReconcilerMetrics(), WebhookMetrics(CollectorRegistry())):
         for value in vars(owner).values():
-            if isinstance(value, MetricWrapperBase):
+            if isinstance(value, MetricWrapperBase | PodBookings):
                 yield value
 
 
@@ -33,7 +33,8 @@ def _exported() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
     for metric in _collectors():
         (family,) = metric.describe()
         name = family.name + ("_total" if family.type == "counter" else "")
-        series[name] = frozenset(metric._labelnames)
+        labels = metric.LABELS if isinstance(metric, PodBookings) else metric._labelnames
+        series[name] = frozenset(labels)
         if family.type == "histogram":
             histograms.add(name)
     return series, frozenset(histograms)
@@ -46,20 +47,12 @@ EXPORTED_METRICS, HISTOGRAMS = _exported()
 RESIZE_RESULTS: Final = tuple(result.value for result in Result)
 CADVISOR_THROTTLING: Final = "container_cpu_cfs_throttled_periods_total"
 CADVISOR_PERIODS: Final = "container_cpu_cfs_periods_total"
-KSM_REQUESTS: Final = "kube_pod_container_resource_requests"
-KSM_PHASE: Final = "kube_pod_status_phase"
-KSM_ALLOCATABLE: Final = "kube_node_status_allocatable"
-KUBE_STATE_METRICS: Final = frozenset({KSM_REQUESTS, KSM_PHASE, KSM_ALLOCATABLE})
-# The series from outside Headroom the dashboard may query, and their labels. Each is a
-# standard series of most clusters, and none is per pod in Headroom's own memory:
-# - cAdvisor's CFS counters (the kubelet's /metrics/cadvisor): the throttled share of periods;
-# - kube-state-metrics' requests, pod phases and allocatable CPU: who booked a node.
+# The series from outside Headroom the dashboard may query, and their labels: cAdvisor's
+# CFS counters (the kubelet's /metrics/cadvisor, scraped by most Prometheus setups), for the
+# throttled share of periods, which no controller can know.
 EXTERNAL_SERIES: Final[Mapping[str, frozenset[str]]] = {
     CADVISOR_THROTTLING: frozenset({"namespace", "pod", "container"}),
     CADVISOR_PERIODS: frozenset({"namespace", "pod", "container"}),
-    KSM_REQUESTS: frozenset({"namespace", "pod", "container", "node", "resource", "unit"}),
-    KSM_PHASE: frozenset({"namespace", "pod", "phase"}),
-    KSM_ALLOCATABLE: frozenset({"node", "resource", "unit"}),
 }
 
 _KEYWORDS: Final = frozenset(

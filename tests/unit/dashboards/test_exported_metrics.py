@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from reconciler.metrics import ReconcilerMetrics
+from tests.unit.app.builders import pod_info
 from tests.unit.dashboards.promql import EXPORTED_METRICS, HISTOGRAMS
 from webhook.metrics import WebhookMetrics
 
@@ -26,6 +27,8 @@ def test_exported_metrics_are_what_a_scrape_of_the_real_registries_serves() -> N
     # Per-node, per-pod and per-pool series only exist once observed; give each a sample.
     reconciler.node_factor.labels(node="n").set(2)
     reconciler.node_slack_cores.labels(node="n").set(8)
+    reconciler.node_allocatable_cores.labels(node="n").set(16)
+    reconciler.pod_booked_cores.set_node("n", [pod_info("p")])
     reconciler.pod_limit_cores.labels(namespace="ns", pod="p").set(3)
     reconciler.set_pool_managed("web", 4)
     webhook_registry = CollectorRegistry()

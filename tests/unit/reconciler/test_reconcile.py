@@ -349,6 +349,46 @@ def test_a_removed_node_is_forgotten() -> None:
     assert world.gauge("headroom_pods_managed") == 0
 
 
+def booked_series(world: World) -> dict[tuple[str, str], float]:
+    return {
+        (sample.labels["namespace"], sample.labels["pod"]): sample.value
+        for family in world.metrics.registry.collect()
+        if family.name == "headroom_pod_booked_cores"
+        for sample in family.samples
+        if sample.labels["node"] == "node-1"
+    }
+
+
+def test_every_pod_s_booking_is_a_series_that_adds_up_to_the_slack() -> None:
+    world = World()
+    worked_example(world)
+    obj = builders.init_heavy_pod("migrating", namespace="other")
+    world.cache.apply_pod("other/migrating", builders.wire(obj))
+    world.add("leaving", namespace="other", deletion_timestamp="2030-01-01T11:59:00Z")
+    world.add("done", namespace="other", phase="Succeeded")
+    world.add("best-effort", namespace="other", containers=[container(cpu_request=None)])
+    world.reconcile()
+    assert booked_series(world) == {
+        ("team-a", "a"): 0.5,
+        ("team-a", "b"): 1.5,
+        ("team-a", "c"): 6.0,
+        ("other", "migrating"): 2.25,
+        ("other", "leaving"): 0.5,
+    }
+    allocatable = world.gauge("headroom_node_allocatable_cores", {"node": "node-1"})
+    slack = world.gauge("headroom_node_slack_cores", {"node": "node-1"})
+    assert allocatable == 16.0
+    assert slack == allocatable - sum(booked_series(world).values())
+
+    world.cache.apply_pod("other/leaving", None)
+    world.reconcile()
+    assert ("other", "leaving") not in booked_series(world)
+    world.cache.apply_node("node-1", None)
+    world.reconcile()
+    assert booked_series(world) == {}
+    assert world.gauge("headroom_node_allocatable_cores", {"node": "node-1"}) is None
+
+
 def test_losing_the_lease_mid_reconcile_stops_writing_at_once() -> None:
     world = World()
     worked_example(world)
