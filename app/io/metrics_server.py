@@ -11,6 +11,7 @@ what the webhook process uses for its admission and probe servers.
 
 import asyncio
 import contextlib
+import gzip
 import hashlib
 import logging
 import socket
@@ -20,9 +21,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-import prometheus_client
 import uvicorn
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, exposition
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.apipaths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
@@ -105,7 +105,7 @@ class MetricsApp:
     """ASGI app serving one registry at /metrics, optionally behind an AccessReviewer."""
 
     def __init__(self, *, registry: CollectorRegistry, reviewer: AccessReviewer | None) -> None:
-        self._exposition: ASGIApp = prometheus_client.make_asgi_app(registry)
+        self._registry = registry
         self._reviewer = reviewer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -134,7 +134,32 @@ class MetricsApp:
             if access is Access.FORBIDDEN:
                 await send_text(send, 403, "not allowed to get /metrics")
                 return
-        await self._exposition(scope, receive, send)
+        await self._expose(scope, send)
+
+    async def _expose(self, scope: Scope, send: Send) -> None:
+        """The registry in the format the scraper accepts, gzipped if it accepts that.
+        Formatting is pure Python and grows with the cluster (about 3 s for 150,000 pods'
+        bookings, measured): a worker thread does it, so the event loop, which stalled
+        for all of it, now waits at most about 0.1 s at a time."""
+        encoder, content_type = exposition.choose_encoder(_header(scope, b"accept"))
+        gzipped = exposition.gzip_accepted(_header(scope, b"accept-encoding"))
+
+        def bake() -> bytes:
+            body = encoder(self._registry)
+            return gzip.compress(body) if gzipped else body
+
+        body = await asyncio.to_thread(bake)
+        headers = [(b"content-type", content_type.encode())]
+        if gzipped:
+            headers.append((b"content-encoding", b"gzip"))
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    """Every value of the request header ``name``, comma-joined."""
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    return ",".join(value.decode("latin-1") for key, value in headers if key == name)
 
 
 def _bearer_token(scope: Scope) -> str | None:

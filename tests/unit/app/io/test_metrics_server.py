@@ -1,13 +1,16 @@
 import asyncio
 import socket
 import ssl
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from app.io.metrics_server import (
     Access,
@@ -93,6 +96,60 @@ def test_without_a_reviewer_metrics_are_open() -> None:
     reply = _get(MetricsApp(registry=_registry(), reviewer=None))
     assert reply.status_code == 200
     assert "headroom_test_total 1.0" in reply.text
+
+
+@pytest.mark.parametrize(
+    ("headers", "content_type", "encoding"),
+    [
+        pytest.param({"accept-encoding": "identity"}, "text/plain; version=0.0.4", None, id="text"),
+        pytest.param(
+            {
+                "accept": "application/openmetrics-text; version=1.0.0",
+                "accept-encoding": "identity",
+            },
+            "application/openmetrics-text; version=1.0.0",
+            None,
+            id="openmetrics",
+        ),
+        pytest.param({"accept-encoding": "gzip"}, "text/plain; version=0.0.4", "gzip", id="gzip"),
+    ],
+)
+def test_the_scraper_s_format_and_encoding_are_served(
+    headers: dict[str, str], content_type: str, encoding: str | None
+) -> None:
+    reply = _get(MetricsApp(registry=_registry(), reviewer=None), **headers)
+    assert reply.headers["content-type"].startswith(content_type)
+    assert reply.headers.get("content-encoding") == encoding
+    # httpx decodes the gzip.
+    assert "headroom_test_total 1.0" in reply.text
+
+
+class _Where(Collector):
+    """Records the thread each scrape collects on."""
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def collect(self) -> Iterator[Metric]:
+        self.threads.append(threading.get_ident())
+        yield GaugeMetricFamily("headroom_test_where", "A test series.", value=1)
+
+
+def test_a_scrape_is_formatted_off_the_event_loop() -> None:
+    registry = CollectorRegistry()
+    where = _Where()
+    registry.register(where)
+    app = MetricsApp(registry=registry, reviewer=None)
+
+    async def scrape() -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://metrics") as client:
+            assert (await client.get("/metrics")).status_code == 200
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(scrape())
+    assert where.threads
+    assert loop_thread not in where.threads
 
 
 def test_only_metrics_path_is_served() -> None:
