@@ -1,11 +1,14 @@
-"""An independent judge of convergence: a watch-fed cache and the decision the runbook defines.
+"""Which managed pods still need a resize, by the decision the reconciler is built on.
 
-Tests and benchmarks ask it which managed pods still need a resize. It reads the cluster
+Tests and benchmarks ask it whether the cluster has converged. It reads the cluster
 through the shared cache layer (`app.core.cluster`, fed by `app.io.reflector`) and decides
 each node with `app.core.decision`, in a process of its own, so it sees the cluster as it
 is within a watch round trip, without polling the API server and without looking inside
-the reconciler it judges. It also notices a managed pod's limit being removed, which
-Headroom must never do.
+the reconciler. It judges the reconciler's execution (its queue, budgets, writes and
+retries), not its policy: it decides with the same `decide_node`, so a wrong target
+would look converged to it. The policy is judged on its own, by the unit tier's worked
+examples (the design's) and property tests. It also notices a managed pod's limit being
+removed, which Headroom must never do.
 """
 
 from __future__ import annotations
