@@ -9,19 +9,17 @@ both are idle and when a wave is over.
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Final
 
-from app.core.explain import Explanation
-from app.core.pods import PodInfo
 from app.io.clock import Clock
 from reconciler.activity import Activity
 from reconciler.explanations import Explanations
 from reconciler.gate import WriteGate
 from reconciler.metrics import ReconcilerMetrics
+from reconciler.plan import NodePlan
 from reconciler.podmemory import PodMemory
 from reconciler.ratelimit import NodeBuckets
-from reconciler.resizer import ResizePlan, Resizer, retry_transient
+from reconciler.resizer import Resizer, retry_transient
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 
@@ -29,26 +27,6 @@ from reconciler.writer import Writer
 # API server's answers, not so many that they crowd out the lease renewals.
 RESIZE_WORKERS: Final = 32
 EXPLAIN_WORKERS: Final = 16
-
-
-@dataclass(slots=True)
-class Explain:
-    """An explanation to queue about one pod."""
-
-    pod: PodInfo
-    annotation: str | None = None
-    adjusted: tuple[int, Explanation] | None = None
-    warning: tuple[str, str] | None = None
-
-
-@dataclass(slots=True)
-class NodePlan:
-    """What one reconcile of one node decided to write."""
-
-    resizes: list[ResizePlan] = field(default_factory=list)
-    # Pods whose waiting resize, if any, is called off: the latest computation needs none.
-    unplanned: list[str] = field(default_factory=list)
-    explanations: list[Explain] = field(default_factory=list)
 
 
 class Actuator:
@@ -94,6 +72,12 @@ class Actuator:
             self.explanations.add(
                 item.pod, annotation=item.annotation, adjusted=item.adjusted, warning=item.warning
             )
+
+    def pending_annotation(self, key: str) -> str | None:
+        return self.explanations.annotation(key)
+
+    def forget_node(self, node: str) -> None:
+        self.resizer.forget_node(node)
 
     def clear(self) -> None:
         """Call off everything not yet sent (leadership ended)."""

@@ -12,6 +12,11 @@ from app.core.quantity import format_cpu_millis
 
 EVENT_SOURCE: Final = "headroom-reconciler"
 REPORTING_CONTROLLER: Final = "kube-headroom.dev/reconciler"
+# The events' reasons.
+CPU_LIMIT_ADJUSTED: Final = "CPULimitAdjusted"
+RESIZE_INFEASIBLE: Final = "ResizeInfeasible"
+RESIZE_FORBIDDEN: Final = "ResizeForbidden"
+INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
 
 def resize_apply_body(

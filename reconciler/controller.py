@@ -80,7 +80,7 @@ class Controller:
         )
         self.reconciler = NodeReconciler(
             cache=self.cache,
-            actuator=self.actuator,
+            executor=self.actuator,
             metrics=metrics,
             memory=self._memory,
             clock=clock,

@@ -23,10 +23,12 @@ from app.core.explain import Explanation, event_message
 from app.core.pods import PodInfo
 from app.io.http import ApiUnavailable, Skipped
 from reconciler.activity import Activity
+from reconciler.bodies import CPU_LIMIT_ADJUSTED
 from reconciler.gate import WriteGate
+from reconciler.plan import pod_context
 from reconciler.podmemory import PodMemory
 from reconciler.workqueue import DelayQueue
-from reconciler.writer import CPU_LIMIT_ADJUSTED, Writer, pod_context
+from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
 

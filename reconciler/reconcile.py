@@ -10,8 +10,8 @@ It does no I/O. In order:
    Infeasible also starts the pod's back-off, with a warning), a bad ``max-cpu`` annotation;
 3. **plan** (`plan_node`): each managed pod's resize (dry-run: its count and "would"
    event), and the annotations that no longer explain what they should;
-4. hand the plan to the actuator, which sends it as the budgets allow and checks each
-   write against the current state right before it goes out.
+4. hand the plan to the executor (`reconciler.actuator`), which sends it as the budgets
+   allow and checks each write against the current state right before it goes out.
 
 It returns how long to wait before the node needs another look (a back-off ending), or
 None.
@@ -28,12 +28,19 @@ from app.core.config import Settings
 from app.core.decision import DEFERRED, INFEASIBLE, NodeDecision, decide_node
 from app.core.explain import annotated_target, explain, status_annotation
 from app.core.policy import PATCH_REASONS, PodResult, Reason, decide
-from reconciler.actuator import Actuator, Explain, NodePlan
+from reconciler.bodies import INVALID_MAX_CPU, RESIZE_INFEASIBLE
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result
+from reconciler.plan import (
+    Executor,
+    Explain,
+    NodePlan,
+    ResizePlan,
+    Round,
+    pod_context,
+    seconds_text,
+)
 from reconciler.podmemory import PodMemory
-from reconciler.resizer import ResizePlan, Round, seconds_text
-from reconciler.writer import INVALID_MAX_CPU, RESIZE_INFEASIBLE, pod_context
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +64,14 @@ class NodeReconciler:
         self,
         *,
         cache: ClusterCache,
-        actuator: Actuator,
+        executor: Executor,
         metrics: ReconcilerMetrics,
         memory: PodMemory,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._cache = cache
-        self._actuator = actuator
+        self._executor = executor
         self._metrics = metrics
         self._memory = memory
         self._clock = clock
@@ -98,12 +105,12 @@ class NodeReconciler:
                 plan,
                 bookings=self._cache.bookings(node_name),
                 memory=self._memory,
-                pending_annotation=self._actuator.explanations.annotation,
+                pending_annotation=self._executor.pending_annotation,
                 metrics=self._metrics,
                 now=self._wall_clock(),
                 round_=round_,
             )
-            self._actuator.submit(plan)
+            self._executor.submit(plan)
             return retry
         finally:
             round_.done(self._clock())
@@ -111,7 +118,7 @@ class NodeReconciler:
     def forget_node(self, node_name: str) -> None:
         self._set_tally(node_name, None)
         self._metrics.forget_node(node_name)
-        self._actuator.resizer.forget_node(node_name)
+        self._executor.forget_node(node_name)
 
     def forget_all(self) -> None:
         for node_name in list(self._tallies):

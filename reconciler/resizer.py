@@ -19,25 +19,23 @@ again through the node queue, which alone decides when.
 import asyncio
 import logging
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Final
 
-from app.core.config import Settings
-from app.core.explain import Explanation, event_message
-from app.core.pods import PodInfo
-from app.core.policy import ContainerLimit
+from app.core.explain import event_message
 from app.core.quantity import format_cpu_millis
 from app.io.clock import Clock
 from app.io.http import ApiResponse, ApiUnavailable, Skipped
 from reconciler.activity import Activity
+from reconciler.bodies import RESIZE_FORBIDDEN
 from reconciler.explanations import Explanations
 from reconciler.gate import AT_TARGET, WriteGate
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Answer, Result, classify, result_of
+from reconciler.plan import ResizePlan, pod_context, seconds_text
 from reconciler.podmemory import Cause, PodMemory
 from reconciler.ratelimit import NodeBuckets
 from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, DelayQueue, NodeQueue
-from reconciler.writer import RESIZE_FORBIDDEN, Writer, pod_context
+from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
 
@@ -54,41 +52,6 @@ _AFTER_RECONCILE_SECONDS: Final = 0.05
 
 def retry_transient(queue: NodeQueue, node: str) -> None:
     queue.retry(node, initial=TRANSIENT_RETRY_SECONDS, cap=TRANSIENT_RETRY_CAP_SECONDS)
-
-
-class Round:
-    """One reconcile of one node, observed in the duration histogram once every resize it
-    planned has been answered, called off or replaced."""
-
-    __slots__ = ("_metrics", "_pending", "started")
-
-    def __init__(self, *, metrics: ReconcilerMetrics, started: float) -> None:
-        self._metrics = metrics
-        self.started = started
-        self._pending = 1
-
-    def add(self) -> None:
-        self._pending += 1
-
-    def done(self, now: float) -> None:
-        self._pending -= 1
-        if self._pending == 0:
-            self._metrics.reconcile_duration.observe(max(0.0, now - self.started))
-
-
-@dataclass(slots=True, eq=False)
-class ResizePlan:
-    pod: PodInfo
-    # The settings the target was computed with: a resize is sent only under the same ones.
-    settings: Settings
-    containers: tuple[ContainerLimit, ...]
-    target_m: int
-    explanation: Explanation
-    # The status annotation to write once the resize is applied.
-    annotation: str
-    round: Round
-    # The node's bookings count when the target was computed (`ClusterCache.bookings`).
-    bookings: int = 0
 
 
 class Resizer:
@@ -315,7 +278,3 @@ class Resizer:
             del self._plans[key]
             plan.round.done(self._clock())
             self._per_node[plan.pod.node_name] -= 1
-
-
-def seconds_text(seconds: float) -> str:
-    return f"{seconds:g}s"

@@ -12,7 +12,7 @@ changed) nothing is sent and `Skipped` is raised.
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from app.core import apipaths
 from app.core.labels import FIELD_MANAGER
@@ -27,13 +27,9 @@ from reconciler.bodies import (
     pod_level_resize_apply_body,
     resize_apply_body,
 )
+from reconciler.plan import pod_context
 
 log = logging.getLogger(__name__)
-
-CPU_LIMIT_ADJUSTED: Final = "CPULimitAdjusted"
-RESIZE_INFEASIBLE: Final = "ResizeInfeasible"
-RESIZE_FORBIDDEN: Final = "ResizeForbidden"
-INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
 Precondition = Callable[[], bool]
 
@@ -141,7 +137,3 @@ class Writer:
             lane=Lane.PRIMARY,
             precondition=precondition,
         )
-
-
-def pod_context(pod: PodInfo) -> dict[str, str]:
-    return {"namespace": pod.namespace, "pod": pod.name, "node": pod.node_name}

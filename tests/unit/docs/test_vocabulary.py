@@ -11,7 +11,7 @@ import yaml
 
 from app.core.eligibility import Ineligible
 from app.core.explain import Explanation, status_annotation
-from reconciler.writer import (
+from reconciler.bodies import (
     CPU_LIMIT_ADJUSTED,
     INVALID_MAX_CPU,
     RESIZE_FORBIDDEN,

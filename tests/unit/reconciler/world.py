@@ -69,7 +69,7 @@ class World:
         )
         self.reconciler = NodeReconciler(
             cache=self.cache,
-            actuator=self.actuator,
+            executor=self.actuator,
             metrics=self.metrics,
             memory=memory,
             clock=self.clock,
