@@ -187,6 +187,12 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         pod_level = result.pod.pod_resources is not None
         level = " (pod-level resources: the limit is set at pod level)" if pod_level else ""
         lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
+        for kept in result.pod.excluded_containers:
+            limit = "unset" if kept.cpu_limit_m is None else _m(kept.cpu_limit_m)
+            lines.append(
+                f"  {kept.name}: left to its owner (spec.excludedContainers), "
+                f"request {_m(kept.cpu_request_m)} not in r, limit {limit} kept"
+            )
         if node.slack_m > 0 and node.managed_m > 0:
             share = half_up_div(node.slack_m * result.request_m, node.managed_m)
             floor = min(settings.min_burst_floor_m, half_up_div(node.slack_m, node.pod_count))
@@ -249,6 +255,14 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
             ceiling=_m(result.hi_m),
             ceilingBoundBy=str(result.hi_cap),
             vpaTarget=_m(result.vpa_m) if result.vpa_m else None,
+            excludedContainers=[
+                {
+                    "name": kept.name,
+                    "request": _m(kept.cpu_request_m),
+                    "limit": None if kept.cpu_limit_m is None else _m(kept.cpu_limit_m),
+                }
+                for kept in result.pod.excluded_containers
+            ],
             patch=result.patch,
             reason=str(result.reason),
         )

@@ -30,7 +30,8 @@ def resize_apply_body(
 
     With server-side apply, a field the manager owned and no longer names is removed. The
     caller therefore always names every container whose limit Headroom sets (every
-    request-bearing container), never a subset, so a later apply cannot drop a limit.
+    request-bearing container, and an excluded one at the limit it has), never a subset,
+    so a later apply cannot drop a limit.
     Sidecars (restartable init containers) live under `spec.initContainers`.
     """
     spec: dict[str, Any] = {"containers": _limits(containers)}

@@ -14,7 +14,7 @@ from typing import Final
 from app.core.cluster import ClusterCache, target_view
 from app.core.config import Settings, settings_for_node
 from app.core.decision import pod_gate
-from app.core.pods import PodInfo
+from app.core.pods import PodInfo, excluding
 from app.core.policy import ContainerLimit
 
 NOT_LEADING: Final = "not leading"
@@ -69,8 +69,13 @@ class WriteGate:
             return DRY_RUN
         if current != settings:
             return CONFIG_CHANGED
-        cached = self._cache.pods.get(planned.key)
-        if cached is None or target_view(cached) != target_view(planned):
+        whole = self._cache.pods.get(planned.key)
+        if whole is None:
+            return POD_CHANGED
+        cached = excluding(whole, settings.excluded_containers)
+        # The excluded containers' limits are named as they were planned, to keep them:
+        # one that moved since would be set back.
+        if target_view(cached) != target_view(planned) or _kept(cached) != _kept(planned):
             return POD_CHANGED
         if cached.pod_resources is not None:
             return AT_TARGET if cached.limit_m == target_m else None
@@ -96,8 +101,12 @@ class WriteGate:
             return POD_GONE
         reason = pod_gate(
             config.settings,
-            cached,
+            excluding(cached, config.settings.excluded_containers),
             node=self._cache.nodes.get(cached.node_name),
             lookups=self._cache,
         )
         return None if reason is None else str(reason)
+
+
+def _kept(pod: PodInfo) -> list[tuple[str, int | None]]:
+    return [(c.name, c.cpu_limit_m) for c in pod.excluded_containers]

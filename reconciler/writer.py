@@ -57,18 +57,26 @@ class Writer:
         """Server-side apply of the CPU limits on `pods/resize`, forcing ownership.
 
         A pod with pod-level resources gets `target_m` as its pod-level limit; any other
-        pod gets `containers`' limits.
+        pod gets `containers`' limits, and its excluded containers are named at the limits
+        they have: an apply that stopped naming a limit Headroom set before they were
+        excluded would remove it, which a resize may not do.
         """
         if pod.pod_resources is not None:
             body = pod_level_resize_apply_body(
                 namespace=pod.namespace, name=pod.name, cpu_m=target_m
             )
         else:
+            kept = [
+                (c.name, c.sidecar, c.cpu_limit_m)
+                for c in pod.excluded_containers
+                if c.cpu_limit_m is not None
+            ]
+            limits = [*((c.name, c.sidecar, c.limit_m) for c in containers), *kept]
             body = resize_apply_body(
                 namespace=pod.namespace,
                 name=pod.name,
-                containers={c.name: c.limit_m for c in containers if not c.sidecar},
-                sidecars={c.name: c.limit_m for c in containers if c.sidecar},
+                containers={name: limit for name, sidecar, limit in limits if not sidecar},
+                sidecars={name: limit for name, sidecar, limit in limits if sidecar},
             )
         return await self._http.request(
             "PATCH",

@@ -33,7 +33,7 @@ from app.core.eligibility import (
     vpa_targets_pod,
 )
 from app.core.owners import owner_chain
-from app.core.pods import PodInfo, booked_cpu_m
+from app.core.pods import PodInfo, booked_cpu_m, excluding
 from app.core.policy import NodeInput, NodeResult, compute_node
 from app.core.views import NodeRecord
 
@@ -101,7 +101,9 @@ class NodeDecision:
 def pod_gate(
     settings: Settings, pod: PodInfo, *, node: NodeRecord | None, lookups: Lookups
 ) -> Ineligible | None:
-    """Every gate but back-off, for one pod: the first it fails, or None.
+    """Every gate but back-off, for one pod: the first it fails, or None. ``pod`` is as
+    ``excluding`` gives it under ``settings``: a pod whose only CPU requests are in
+    excluded containers has none left to manage.
 
     ``node`` None is a pod not bound yet (the mutating webhook's): the node gates are
     skipped.
@@ -153,7 +155,8 @@ def decide_node(
     unmanaged: list[tuple[PodInfo, Ineligible]] = []
     fresh: list[PodInfo] = []
     retry: float | None = None
-    for pod in view.pods:
+    for cached in view.pods:
+        pod = excluding(cached, node_settings.excluded_containers)
         reason = pod_gate(node_settings, pod, node=node, lookups=lookups)
         if reason is None:
             remaining = remembered.pod_backoff(pod, node_settings)

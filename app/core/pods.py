@@ -90,6 +90,9 @@ class ResourceFacts:
     limit_m: int
     # Set only for pods that declare pod-level resources (few do).
     pod_resources: PodLevelResources | None
+    # Request-bearing containers left out of cpu_containers (and of request_m, limit_m and
+    # guaranteed_if_pinned) by ``spec.excludedContainers``: their limits are their owner's.
+    excluded: tuple[ContainerInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,10 @@ class PodInfo:
     @property
     def pod_resources(self) -> PodLevelResources | None:
         return self.facts.pod_resources
+
+    @property
+    def excluded_containers(self) -> tuple[ContainerInfo, ...]:
+        return self.facts.excluded
 
     @property
     def key(self) -> str:
@@ -385,6 +392,39 @@ def resource_facts(
         request_m=request_m,
         limit_m=limit_m,
         pod_resources=pod_resources,
+    )
+
+
+def excluding(pod: PodInfo, names: frozenset[str]) -> PodInfo:
+    """``pod`` as Headroom manages it when the containers named ``names`` keep the CPU
+    limits someone else gave them: they leave its request, current limit and split (they
+    still book the node). Unchanged when it has none of them, and for a pod with pod-level
+    resources, whose pod-level limit is the only one Headroom sets."""
+    if (
+        not names
+        or pod.pod_resources is not None
+        or not any(c.name in names for c in pod.cpu_containers)
+    ):
+        return pod
+    return replace(pod, facts=_excluding(pod.facts, names))
+
+
+@functools.lru_cache(maxsize=_SHARED_RECORDS)
+def _excluding(facts: ResourceFacts, names: frozenset[str]) -> ResourceFacts:
+    """Shared like the facts themselves: the replicas of a workload get one."""
+    managed = tuple(c for c in facts.cpu_containers if c.name not in names)
+    kept = tuple(c for c in facts.cpu_containers if c.name in names)
+    limits = [c.cpu_limit_m for c in managed]
+    # Pinned, the managed containers' limits equal their requests; the kept ones keep
+    # theirs, so the pod is Guaranteed only if theirs already equal their requests.
+    kept_pinned = all(c.cpu_limit_m == c.cpu_request_m for c in kept)
+    return replace(
+        facts,
+        cpu_containers=managed,
+        request_m=sum(c.cpu_request_m for c in managed),
+        limit_m=0 if None in limits else sum(c or 0 for c in limits),
+        guaranteed_if_pinned=facts.guaranteed_if_pinned and kept_pinned,
+        excluded=kept,
     )
 
 

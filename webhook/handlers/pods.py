@@ -22,7 +22,7 @@ from app.core.config import settings_for_pod
 from app.core.decision import pod_gate, vpa_targets
 from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.placement import placement
-from app.core.pods import pod_info_from_dict
+from app.core.pods import excluding, pod_info_from_dict
 from app.core.policy import seed_limits, seed_pod_limit
 from app.core.quantity import QuantityError
 from webhook.cache import AdmissionCache, Unavailable
@@ -104,10 +104,14 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
     metadata = pod.get("metadata") or {}
     # The object may omit its namespace; the request names it.
     try:
-        info = pod_info_from_dict({**pod, "metadata": {**metadata, "namespace": request.namespace}})
+        whole = pod_info_from_dict(
+            {**pod, "metadata": {**metadata, "namespace": request.namespace}}
+        )
     except QuantityError as err:
         # The API server refuses such a pod after admission; nothing to seed.
         return allow(warnings=[f"Headroom did not seed a CPU limit: {err}"])
+    # Excluded containers keep whatever limit they have, or none.
+    info = excluding(whole, settings.excluded_containers)
     try:
         # Which VPA targets the pod follows its chain of controllers: read only where
         # there are VPAs.

@@ -255,6 +255,7 @@ FIELDS: Final = (
     Field("excludedNamespaces", StringList("namespace name"), "excluded_namespaces"),
     Field("excludedOwners", Owners(), "excluded_owners"),
     Field("excludedNodeSelector", Selector(), "excluded_node_selector"),
+    Field("excludedContainers", StringList("container name"), "excluded_containers"),
     Field("nodePools", NodePools(), "node_pools"),
 )
 SPEC: Final = Layout((f.path, f.attribute, f.kind) for f in FIELDS)

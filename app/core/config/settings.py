@@ -74,6 +74,8 @@ class Settings:
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     excluded_owners: tuple[OwnerExclusion, ...] = ()
     excluded_node_selector: LabelSelector | None = None
+    # Containers, by name, whose CPU limit is left to whoever set it (a mesh's injector).
+    excluded_containers: frozenset[str] = frozenset()
     # Ordered: a node takes the overrides of the first pool whose selector matches it.
     node_pools: tuple[NodePool, ...] = ()
     # metadata.generation of the config these settings came from; None for defaults.

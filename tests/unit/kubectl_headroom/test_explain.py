@@ -208,3 +208,34 @@ def test_a_pod_level_pod_is_explained_at_pod_level_or_left_alone() -> None:
     unable = explained(b.node("node-1"))
     assert unable.ineligible is Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED
     assert "not managed: pod-level-resize-unsupported" in render(unable, last_event=None)
+
+
+def test_an_excluded_container_is_named_with_the_limit_it_keeps() -> None:
+    target = b.pod(
+        "meshed",
+        containers=[
+            b.container("app", cpu_request="500m"),
+            b.container("envoy", cpu_request="50m"),
+        ],
+        init_containers=[
+            b.container("istio-proxy", cpu_request="100m", cpu_limit="2", restart_policy="Always")
+        ],
+        owners=[],
+    )
+    explanation = _explain(target, [], spec={"excludedContainers": ["istio-proxy", "envoy"]})
+    document = as_dict(explanation)
+    assert (document["request"], document["managedRequests"], document["booked"]) == (
+        "500m",
+        "500m",
+        "650m",
+    )
+    assert document["excludedContainers"] == [
+        {"name": "envoy", "request": "50m", "limit": None},
+        {"name": "istio-proxy", "request": "100m", "limit": "2000m"},
+    ]
+    text = render(explanation, last_event=None)
+    assert (
+        "istio-proxy: left to its owner (spec.excludedContainers), request 100m not in r, "
+        "limit 2000m kept"
+    ) in text
+    assert "envoy: left to its owner (spec.excludedContainers), request 50m not in r, " in text

@@ -521,3 +521,60 @@ def test_a_quota_back_off_outlasts_a_settings_change() -> None:
     world.api.sent.clear()
     assert world.reconcile() == pytest.approx(300.0)
     assert world.resizes() == {}
+
+
+def proxied(world: World, name: str = "p", *, proxy_limit: str = "2") -> None:
+    """A pod as a mesh's injector leaves it: its app, and a proxy with a limit of its own."""
+    world.add(
+        name,
+        containers=[container("app", cpu_request="500m")],
+        init_containers=[
+            container(
+                "istio-proxy", cpu_request="100m", cpu_limit=proxy_limit, restart_policy="Always"
+            )
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("excluded", "proxy_limit", "managed_requests"),
+    [
+        # The proxy shares the pod's 6-core ceiling (10x its 600m) by its request ...
+        pytest.param([], "1", "600m", id="shared"),
+        # ... or, excluded, is named at the limit it has, so that no apply ever drops it,
+        # and the app alone shares the slack (16 cores less the 600m booked).
+        pytest.param(["istio-proxy"], "2", "500m", id="excluded"),
+    ],
+)
+def test_an_excluded_container_keeps_its_limit(
+    excluded: list[str], proxy_limit: str, managed_requests: str
+) -> None:
+    world = World(spec={"dryRun": False, "excludedContainers": excluded})
+    proxied(world)
+    world.reconcile()
+    [resize] = world.api.writes(kind="resize")
+    assert resize.body is not None
+    assert resize.body["spec"] == {
+        "containers": [{"name": "app", "resources": {"limits": {"cpu": "5"}}}],
+        "initContainers": [{"name": "istio-proxy", "resources": {"limits": {"cpu": proxy_limit}}}],
+    }
+    assert world.annotations()["p"]["managedRequests"] == managed_requests
+    assert world.annotations()["p"]["slack"] == "15400m"
+
+
+def test_a_pod_whose_only_cpu_request_is_excluded_is_not_managed() -> None:
+    world = World(spec={"dryRun": False, "excludedContainers": ["istio-proxy"]})
+    world.add(
+        "p",
+        containers=[container("app", cpu_request=None), container("istio-proxy", cpu_limit="2")],
+    )
+    world.reconcile()
+    assert world.api.writes(kind="resize") == []
+    assert world.gauge("headroom_pods_managed") == 0
+
+
+def test_a_kept_limit_that_moves_before_the_write_calls_the_write_off() -> None:
+    world = World(spec={"dryRun": False, "excludedContainers": ["istio-proxy"]})
+    proxied(world)
+    world.reconcile(before_sending=lambda: proxied(world, proxy_limit="3"))
+    assert world.api.writes(kind="resize") == []

@@ -161,6 +161,22 @@ SCENARIOS = {
         },
         {"app": "1", "helper": "300m", "logger": None, "setup": None, "proxy": "200m"},
     ),
+    # An excluded container keeps what it has, or nothing; max-cpu bounds the rest alone.
+    "excluded-containers-left-as-they-are": (
+        {
+            "config": headroom_config(
+                spec={"dryRun": False, "excludedContainers": ["istio-proxy", "envoy"]}
+            )
+        },
+        {
+            "containers": [container("app", cpu_request="500m"), container("envoy")],
+            "init_containers": [
+                container("istio-proxy", cpu_request="100m", restart_policy="Always")
+            ],
+            "max_cpu": "800m",
+        },
+        {"app": "800m", "envoy": None, "istio-proxy": None},
+    ),
 }
 
 

@@ -10,6 +10,7 @@ from app.core.pods import (
     PodLevelResources,
     PodSpecWire,
     booked_cpu_m,
+    excluding,
     max_cpu_cap,
     pod_info_from_dict,
     qos_class,
@@ -548,3 +549,110 @@ def test_shared_facts_are_those_of_the_spec() -> None:
     spec = pod(containers=[container(cpu_request="500m", cpu_limit="1")])["spec"]
     wire_spec = msgspec.convert(spec, PodSpecWire)
     assert shared_facts(wire_spec, qos_class=None) == resource_facts(spec, qos_class=None)
+
+
+PROXY = "istio-proxy"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "request_m", "limit_m", "managed", "kept", "pinned_guaranteed", "whole_pinned"),
+    [
+        pytest.param(
+            {
+                "containers": [
+                    container("app", cpu_request="500m", cpu_limit="1", memory_limit="128Mi"),
+                    container(PROXY, cpu_request="100m", cpu_limit="2", memory_limit="128Mi"),
+                ]
+            },
+            500,
+            1000,
+            ["app"],
+            [(PROXY, 2000)],
+            False,
+            True,
+            id="app-container",
+        ),
+        pytest.param(
+            {
+                "containers": [container("app", cpu_request="500m")],
+                "init_containers": [
+                    container(PROXY, cpu_request="100m", cpu_limit="2", restart_policy="Always")
+                ],
+            },
+            500,
+            0,
+            ["app"],
+            [(PROXY, 2000)],
+            False,
+            False,
+            id="sidecar-app-without-limit",
+        ),
+        pytest.param(
+            {
+                "containers": [
+                    container("app", cpu_request="500m", memory_limit="128Mi"),
+                    container(PROXY, cpu_request="100m", cpu_limit="100m", memory_limit="128Mi"),
+                ]
+            },
+            500,
+            0,
+            ["app"],
+            [(PROXY, 100)],
+            True,
+            True,
+            id="proxy-pinned-already",
+        ),
+        pytest.param(
+            {"containers": [container(PROXY, cpu_request="100m", cpu_limit="2")]},
+            0,
+            0,
+            [],
+            [(PROXY, 2000)],
+            False,
+            False,
+            id="only-the-proxy",
+        ),
+    ],
+)
+def test_excluded_containers_leave_the_managed_part(
+    overrides: dict[str, Any],
+    request_m: int,
+    limit_m: int,
+    managed: list[str],
+    kept: list[tuple[str, int]],
+    pinned_guaranteed: bool,
+    whole_pinned: bool,
+) -> None:
+    whole = pod_info(**overrides)
+    view = excluding(whole, frozenset({PROXY, "linkerd-proxy"}))
+    # Pinning the whole pod, the proxy included, would make the first and third Guaranteed.
+    assert whole.guaranteed_if_pinned is whole_pinned
+    assert (view.request_m, view.limit_m) == (request_m, limit_m)
+    assert [c.name for c in view.cpu_containers] == managed
+    assert [(c.name, c.cpu_limit_m) for c in view.excluded_containers] == kept
+    assert view.guaranteed_if_pinned is pinned_guaranteed
+    # What the pod books and what it is are unchanged.
+    assert (view.booked_m, view.containers, view.qos_class) == (
+        whole.booked_m,
+        whole.containers,
+        whole.qos_class,
+    )
+
+
+@pytest.mark.parametrize(
+    ("names", "overrides"),
+    [
+        pytest.param(frozenset(), {}, id="nothing-excluded"),
+        pytest.param(frozenset({PROXY}), {}, id="no-such-container"),
+        pytest.param(
+            frozenset({"app"}),
+            {"resources": pod_resources(cpu_request="1")},
+            id="pod-level-resources",
+        ),
+    ],
+)
+def test_a_pod_without_excluded_containers_is_itself(
+    names: frozenset[str], overrides: dict[str, Any]
+) -> None:
+    whole = pod_info(**overrides)
+    assert excluding(whole, names) is whole
