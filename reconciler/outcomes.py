@@ -63,6 +63,7 @@ POLICY_STOPS: Final = (
     "resizes only pods in namespaces its HeadroomConfig enrols",
     "does not resize pods labelled kube-headroom.dev/mode other than managed",
     "does not resize pods whose owner spec.excludedOwners excludes",
+    "does not change the CPU limits of containers spec.excludedContainers names",
 )
 # How the API server says it could not set the policy up for this request (other than a
 # missing parameter, a stop): typically its read of the HeadroomConfig failed just then.

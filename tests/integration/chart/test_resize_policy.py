@@ -37,6 +37,7 @@ RESIZE_POLICY = f"ValidatingAdmissionPolicy '{RELEASE}-reconciler-pod-resizes'"
 MODE = "kube-headroom.dev/mode"
 TIER = "kube-headroom.dev/rbac-test-tier"
 SYSTEM = "kube-system"
+MESH = "istio-proxy"
 POD_LEVEL_FEATURE = "InPlacePodLevelResourcesVerticalScaling"
 # Pod-level resources resize in place from 1.36 (beta, on by default); before, the API
 # server drops a resize's pod-level changes, so there is nothing to refuse or allow.
@@ -60,14 +61,16 @@ class Targets:
 # -- builders ---------------------------------------------------------------------------
 
 
-def _container(name: str, *, cpu: str, memory: str, sidecar: bool = False) -> dict[str, Any]:
+def _container(
+    name: str, *, cpu: str, memory: str, sidecar: bool = False, cpu_limit: str | None = None
+) -> dict[str, Any]:
+    limits = {"memory": f"{2 * int(memory.removesuffix('Mi'))}Mi"}
+    if cpu_limit is not None:
+        limits["cpu"] = cpu_limit
     container: dict[str, Any] = {
         "name": name,
         "image": "registry.example/app:1",
-        "resources": {
-            "requests": {"cpu": cpu, "memory": memory},
-            "limits": {"memory": f"{2 * int(memory.removesuffix('Mi'))}Mi"},
-        },
+        "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": limits},
     }
     if sidecar:
         container["restartPolicy"] = "Always"
@@ -87,7 +90,11 @@ def target_pod(
     spec: dict[str, Any] = {
         "nodeName": node,
         "containers": [_container("app", cpu="100m", memory="64Mi")],
-        "initContainers": [_container("proxy", cpu="50m", memory="32Mi", sidecar=True)],
+        "initContainers": [
+            _container("proxy", cpu="50m", memory="32Mi", sidecar=True),
+            # A mesh's proxy, whose limit the config leaves to its injector.
+            _container(MESH, cpu="20m", memory="32Mi", sidecar=True, cpu_limit="500m"),
+        ],
     }
     if pod_level:
         spec["resources"] = {
@@ -106,9 +113,11 @@ def resize(
     section: str = "containers",
     requests: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
+    keeping: dict[str, str] | None = None,
 ) -> Callable[[str, str], dict[str, Any]]:
     """A server-side apply body for ``pods/resize``, as the reconciler writes them;
-    ``container`` None sets the pod's own resources."""
+    ``container`` None sets the pod's own resources, and ``keeping`` names sidecars at
+    CPU limits they have."""
     resources = {key: value for key, value in (("requests", requests), ("limits", limits)) if value}
 
     def body(namespace: str, pod: str) -> dict[str, Any]:
@@ -117,6 +126,11 @@ def resize(
             if container is None
             else {section: [{"name": container, "resources": resources}]}
         )
+        if keeping:
+            spec["initContainers"] = [
+                {"name": name, "resources": {"limits": {"cpu": cpu}}}
+                for name, cpu in keeping.items()
+            ]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -171,7 +185,10 @@ def targets(
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "HeadroomConfig",
         "metadata": {"name": CONFIG_NAME},
-        "spec": {"excludedOwners": [{"kind": "ConfigMap", "apiGroup": ""}]},
+        "spec": {
+            "excludedOwners": [{"kind": "ConfigMap", "apiGroup": ""}],
+            "excludedContainers": [MESH],
+        },
     }
     with chart_rbac(control_plane, helm):
         control_plane.create_node(node)
@@ -280,6 +297,12 @@ ATTACKS = [
     pytest.param(
         ENROLLED, "owned", resize(limits={"cpu": "300m"}), id="cpu-limit-of-excluded-owner"
     ),
+    pytest.param(
+        ENROLLED,
+        "app",
+        resize(MESH, section="initContainers", limits={"cpu": "300m"}),
+        id="cpu-limit-of-excluded-container",
+    ),
 ]
 
 
@@ -317,6 +340,14 @@ def test_the_reason_is_named(control_plane: Cluster, targets: Targets) -> None:
         control_plane, targets.token, targets.enrolled, "opted-out", resize(limits={"cpu": "1"})
     )
     assert "kube-headroom.dev/mode other than managed" in opted_out.message
+    mesh = send_resize(
+        control_plane,
+        targets.token,
+        targets.enrolled,
+        "app",
+        resize(MESH, section="initContainers", limits={"cpu": "1"}),
+    )
+    assert "containers spec.excludedContainers names" in mesh.message
 
 
 # -- the job: allowed -------------------------------------------------------------------
@@ -331,6 +362,13 @@ WRITES = [
     ),
     pytest.param(
         "pod-level", resize(None, limits={"cpu": "400m"}), None, id="pod-level", marks=pod_level
+    ),
+    # The app's limit, with the excluded container named at the limit it has.
+    pytest.param(
+        "app",
+        resize(limits={"cpu": "320m"}, keeping={MESH: "500m"}),
+        ("containers", 0),
+        id="container-keeping-an-excluded-one",
     ),
 ]
 
