@@ -75,6 +75,7 @@ def test_empty_spec_reads_back_with_every_default(
         "webhook": {"enabled": True, "initialMultiplier": "2"},
         "excludedNamespaces": ["kube-system"],
         "excludedOwners": [],
+        "excludedContainers": [],
         "nodePools": [],
     }
 
