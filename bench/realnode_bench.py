@@ -7,7 +7,7 @@ as the demo does (``devcluster.headroom``), enforcing with every other setting a
 default, and places one managed pod (a 500m request) alone on the node. Then it runs
 ``--trials`` trials of ``devcluster.latency``: a neighbour requesting 1500m is bound next
 to it (its ``cpu.max`` shrinks from 3 cores to 1.5) and deleted (it rises back once the
-neighbour is gone). Prints
+neighbour has finished). Prints
 the guest's boot-to-Ready time, the managed pod's create-to-Running time, and p50, p90
 and max of each latency with Headroom's and the kubelet's shares.
 

@@ -1,19 +1,19 @@
 """How long a managed container's CPU ceiling takes to follow its node's bookings, on a
 real kubelet: from a neighbour pod's binding to the container's ``cpu.max`` shrinking,
-and from the deleted neighbour's leaving the API to it rising again (a deleting pod books
-its CPU until it is gone, as the scheduler counts it).
+and from the deleted neighbour's finishing to it rising again (a deleting pod books its
+CPU until the kubelet reports it finished or it is gone, as the scheduler counts it).
 
 Each trial binds a neighbour (a pod created for a scheduler that does not exist, then
 bound through ``pods/binding`` here, at a known instant) to the managed pod's node,
 waits for the container's ``cpu.max`` in the guest to change and for the neighbour to
-run, deletes the neighbour, waits for it to be gone and then for ``cpu.max`` to change
-back, so every trial starts on a node running the managed pod alone. Every instant is
-this machine's wall clock: the binding and deletion as sent, the neighbour first seen
-gone, Headroom's resize as the API server's audit log records it (received, and
-answered), and the cgroup change as first read through the guest's agent, polled every
-``POLL_SECONDS``. That splits each latency into Headroom's share (the node's debounce and
-the reconcile, then the write) and the kubelet's (from the accepted resize to the
-changed cgroup).
+run, deletes the neighbour, waits for it to finish and then for ``cpu.max`` to change
+back, then for the neighbour to be gone, so every trial starts on a node running the
+managed pod alone. Every instant is this machine's wall clock: the binding and deletion
+as sent, the neighbour first seen finished, Headroom's resize as the API server's audit
+log records it (received, and answered), and the cgroup change as first read through
+the guest's agent, polled every ``POLL_SECONDS``. That splits each latency into
+Headroom's share (the node's debounce and the reconcile, then the write) and the
+kubelet's (from the accepted resize to the changed cgroup).
 
 The real-node tier runs this (``tests/realnode/test_latency.py``) and so does
 ``make bench-realnode``.
@@ -48,8 +48,8 @@ class TrialError(RuntimeError):
 
 @dataclass(frozen=True)
 class Step:
-    """One change of the ceiling: the cause (a binding, or a deleted pod gone from the API)
-    to the new cgroup."""
+    """One change of the ceiling: the cause (a binding, or a deleted pod finished) to the
+    new cgroup."""
 
     headroom: float  # cause to Headroom's resize answered by the API server
     write: float  # of which the resize request itself (received to answered)
@@ -66,7 +66,10 @@ class Trial:
     rise: Step
     bound: float  # wall-clock instants of the neighbour's binding and deletion
     deleted: float
-    running: float  # and of the neighbour first seen running, and seen gone from the API
+    # and of the neighbour first seen running, finished (a terminal phase, or gone), and
+    # gone from the API
+    running: float
+    finished: float
     gone: float
 
 
@@ -115,6 +118,11 @@ def _resize_after(
             if received >= since:
                 return received, epoch_seconds(event["stageTimestamp"])
     raise TrialError(f"no accepted resize of {namespace}/{pod} after {since}")
+
+
+def _finished(pod: dict[str, Any] | None) -> bool:
+    """Whether a pod no longer books its CPU: gone, or reported Succeeded or Failed."""
+    return pod is None or pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> float:
@@ -213,16 +221,27 @@ class CeilingTrials:
         time.sleep(self.hold)
         deleted = time.time()
         self.api.request("DELETE", neighbour_path)
-        # A deleting pod books its CPU until it is gone, as the scheduler counts it: the
-        # ceiling rises only after that.
+        # A deleting pod books its CPU until the kubelet reports it finished or it is
+        # gone, as the scheduler counts it: the ceiling rises only after that.
+        finished = _wait_for(
+            lambda: _finished(self.api.get(neighbour_path)),
+            timeout=self.timeout,
+            what=f"{name} to finish",
+        )
+        rise = self._step(finished, path=path, before=shrunk, what=f"{path} to rise")
         gone = _wait_for(
             lambda: self.api.get(neighbour_path) is None,
             timeout=self.timeout,
             what=f"{name} to be gone",
         )
-        rise = self._step(gone, path=path, before=shrunk, what=f"{path} to rise")
         return Trial(
-            shrink=shrink, rise=rise, bound=bound, deleted=deleted, running=running, gone=gone
+            shrink=shrink,
+            rise=rise,
+            bound=bound,
+            deleted=deleted,
+            running=running,
+            finished=finished,
+            gone=gone,
         )
 
     def run(
@@ -257,7 +276,7 @@ def report(trials: Sequence[Trial]) -> str:
     lines = [f"{len(trials)} trials"]
     for label, steps in (
         ("neighbour bound -> cpu.max shrunk", [t.shrink for t in trials]),
-        ("neighbour gone -> cpu.max risen", [t.rise for t in trials]),
+        ("neighbour finished -> cpu.max risen", [t.rise for t in trials]),
     ):
         lines.append(f"{label}: {distribution([s.total for s in steps])}")
         lines.append(
@@ -270,6 +289,9 @@ def report(trials: Sequence[Trial]) -> str:
     # What else a trial waits for: the kubelet starting and stopping the neighbour.
     lines.append(
         "neighbour bound -> Running: " + distribution([t.running - t.bound for t in trials])
+    )
+    lines.append(
+        "neighbour deleted -> finished: " + distribution([t.finished - t.deleted for t in trials])
     )
     lines.append(
         "neighbour deleted -> gone from the API: "

@@ -179,7 +179,8 @@ class PodInfo:
     @property
     def books_cpu(self) -> bool:
         """Whether the pod books CPU on its node: some, until it has finished, as the
-        scheduler counts it (a pod being deleted holds its CPU until it is gone)."""
+        scheduler counts it (a pod being deleted holds its CPU until the kubelet reports it
+        finished or it is gone)."""
         return self.booked_m > 0 and self.phase not in TERMINAL_PHASES
 
 

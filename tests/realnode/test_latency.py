@@ -1,6 +1,6 @@
 """How fast the ceiling follows the node's bookings on a real kubelet: a neighbour's
-binding to the managed container's ``cpu.max`` shrinking, and its leaving the API after
-its deletion to the ceiling rising again, over 20 trials each (``devcluster.latency``;
+binding to the managed container's ``cpu.max`` shrinking, and its finishing after its
+deletion to the ceiling rising again, over 20 trials each (``devcluster.latency``;
 ``make bench-realnode`` runs the same trials on their own). The trials run on both guests
 at once, ten on each, each guest with a managed pod and a neighbour of its own that takes
 all its slack. The distributions are printed; the assertions are the design's: Headroom

@@ -24,15 +24,17 @@ def test_the_report_splits_each_latency_into_headroom_and_kubelet_shares() -> No
         bound=100.0,
         deleted=110.0,
         running=104.0,
+        finished=112.0,
         gone=113.0,
     )
     text = report([trial, trial])
     assert text.splitlines()[0] == "2 trials"
     assert "neighbour bound -> cpu.max shrunk: p50 2.50s" in text
-    assert "neighbour gone -> cpu.max risen: p50 2.50s" in text
+    assert "neighbour finished -> cpu.max risen: p50 2.50s" in text
     assert "kubelet (resize accepted -> cpu.max): p50 0.50s" in text
     assert "of which the resize request: p50 0.03s" in text
     assert "neighbour bound -> Running: p50 4.00s" in text
+    assert "neighbour deleted -> finished: p50 2.00s" in text
     assert "neighbour deleted -> gone from the API: p50 3.00s" in text
 
 
