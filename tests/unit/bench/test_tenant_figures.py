@@ -298,6 +298,7 @@ def test_the_reaction_report_gives_the_shrink_its_shares_and_the_latency_around_
         bound=100.0,
         deleted=120.0,
         running=104.0,
+        finished=122.0,
         gone=123.0,
     )
     reaction = Reaction(trial=trial, before=requests([10.0] * 50), after=requests([40.0] * 50))
