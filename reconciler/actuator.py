@@ -8,20 +8,17 @@ both are idle and when a wave is over.
 """
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Final
 
-from app.io.clock import Clock
+from app.core.config import Settings
 from reconciler.activity import Activity
 from reconciler.explanations import Explanations
-from reconciler.gate import WriteGate
-from reconciler.metrics import ReconcilerMetrics
-from reconciler.plan import NodePlan
+from reconciler.plan import NodePlan, Recall
 from reconciler.podmemory import PodMemory
-from reconciler.ratelimit import NodeBuckets
-from reconciler.resizer import Resizer, retry_transient
-from reconciler.workqueue import NodeQueue
-from reconciler.writer import Writer
+from reconciler.ratelimit import Limiters
+from reconciler.resizer import Resizer
 
 # Workers per lane: enough to keep the default budgets busy while many wait for a slow
 # API server's answers, not so many that they crowd out the lease renewals.
@@ -29,52 +26,44 @@ RESIZE_WORKERS: Final = 32
 EXPLAIN_WORKERS: Final = 16
 
 
+@dataclass(eq=False, kw_only=True, slots=True)
 class Actuator:
-    def __init__(
-        self,
-        *,
-        writer: Writer,
-        gate: WriteGate,
-        memory: PodMemory,
-        buckets: NodeBuckets,
-        metrics: ReconcilerMetrics,
-        nodes: NodeQueue,
-        settling: Callable[[str], bool],
-        clock: Clock,
-    ) -> None:
-        self.activity = Activity(clock=clock)
-        self.explanations = Explanations(
-            writer=writer,
-            gate=gate,
-            memory=memory,
-            activity=self.activity,
-            settling=settling,
-            retry=lambda node: retry_transient(nodes, node),
-        )
-        self.resizer = Resizer(
-            writer=writer,
-            gate=gate,
-            memory=memory,
-            buckets=buckets,
-            metrics=metrics,
-            explanations=self.explanations,
-            nodes=nodes,
-            activity=self.activity,
-            clock=clock,
-        )
+    memory: PodMemory
+    explanations: Explanations
+    resizer: Resizer
+    activity: Activity
+    limiters: Limiters
+
+    def retune(self, settings: Settings) -> None:
+        """The config changed: pace the writes as it now says."""
+        self.limiters.retune(settings)
+
+    def recall(self) -> Recall:
+        return self.memory.recall(self.explanations.queued)
 
     def submit(self, plan: NodePlan) -> None:
+        for uid, seconds in plan.backoffs:
+            self.memory.back_off(uid, seconds=seconds)
+        for uid, topic, marker in plan.reports:
+            self.memory.note_report(uid, topic, marker=marker)
         for key in plan.unplanned:
             self.resizer.drop(key)
         for resize in plan.resizes:
+            # The resize's own annotation follows it; one still waiting is obsolete.
+            self.explanations.drop_annotation(resize.pod.key)
             self.resizer.plan(resize)
         for item in plan.explanations:
             self.explanations.add(
                 item.pod, annotation=item.annotation, adjusted=item.adjusted, warning=item.warning
             )
 
-    def pending_annotation(self, key: str) -> str | None:
-        return self.explanations.annotation(key)
+    def annotation_seen(self, uid: str, text: str | None) -> bool:
+        """The watch delivered a pod's status annotation: whether it is Headroom's own."""
+        return self.memory.annotation_seen(uid, text)
+
+    def retain(self, uids: Iterable[str]) -> None:
+        """Forget what is remembered about pods not in ``uids``."""
+        self.memory.retain(uids)
 
     def forget_node(self, node: str) -> None:
         self.resizer.forget_node(node)

@@ -15,7 +15,7 @@ Every write is checked by the write gate right before it is sent.
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -27,8 +27,9 @@ from reconciler.bodies import CPU_LIMIT_ADJUSTED
 from reconciler.gate import WriteGate
 from reconciler.plan import pod_context
 from reconciler.podmemory import PodMemory
+from reconciler.requeue import UNAVAILABLE, Outcome
 from reconciler.workqueue import DelayQueue
-from reconciler.writer import Writer
+from reconciler.writer import Writer, annotation_write
 
 log = logging.getLogger(__name__)
 
@@ -57,29 +58,39 @@ class _Pending:
         return self.annotation is None and self.adjusted is None and not self.warnings
 
 
+class _Queued(Mapping[str, str]):
+    def __init__(self, pending: dict[str, _Pending]) -> None:
+        self._pending = pending
+
+    def __getitem__(self, key: str) -> str:
+        annotation = self._pending[key].annotation
+        if annotation is None:
+            raise KeyError(key)
+        return annotation
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key, pending in self._pending.items() if pending.annotation is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@dataclass(eq=False, kw_only=True, slots=True)
 class Explanations:
-    def __init__(
-        self,
-        *,
-        writer: Writer,
-        gate: WriteGate,
-        memory: PodMemory,
-        activity: Activity,
-        settling: Callable[[str], bool],
-        retry: Callable[[str], None],
-    ) -> None:
-        self._writer = writer
-        self._gate = gate
-        self._memory = memory
-        self._activity = activity
-        self._settling = settling
-        self._retry = retry
-        self._pending: dict[str, _Pending] = {}
-        # Pods in line, in order; a pod is written by one worker at a time, and one queued
-        # again while being written goes back in line when that write is done.
-        self._line = DelayQueue()
-        self._writing: set[str] = set()
-        activity.watch(self.busy)
+    writer: Writer
+    gate: WriteGate
+    memory: PodMemory
+    activity: Activity
+    settling: Callable[[str], bool]
+    report: Callable[[str, Outcome], None]
+    _pending: dict[str, _Pending] = field(default_factory=dict, init=False)
+    # Pods in line, in order; a pod is written by one worker at a time, and one queued
+    # again while being written goes back in line when that write is done.
+    _line: DelayQueue = field(default_factory=DelayQueue, init=False)
+    _writing: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self.activity.watch(self.busy)
 
     def add(
         self,
@@ -107,12 +118,12 @@ class Explanations:
         if warning is not None:
             reason, message = warning
             pending.warnings[reason] = message
-        self._activity.worked()
+        self.activity.worked()
 
-    def annotation(self, key: str) -> str | None:
-        """The annotation queued for this pod and not yet written, if any."""
-        pending = self._pending.get(key)
-        return None if pending is None else pending.annotation
+    @property
+    def queued(self) -> Mapping[str, str]:
+        """The annotations queued and not yet written, by pod key (a live view)."""
+        return _Queued(self._pending)
 
     def drop_annotation(self, key: str) -> None:
         """A resize was planned: its own annotation will follow; one still waiting is
@@ -145,14 +156,14 @@ class Explanations:
                 log.exception("explanation failed unexpectedly", extra={"pod": key})
                 pending = self._pending.pop(key, None)
                 if pending is not None:
-                    self._retry(pending.pod.node_name)
+                    self.report(pending.pod.node_name, UNAVAILABLE)
             finally:
                 self._writing.discard(key)
                 self._line.done(key)
             if key in self._pending:
                 # More to write about this pod: back in line, after the others.
                 self._line.add(key)
-            self._activity.check()
+            self.activity.check()
 
     async def _write_next(self, key: str) -> None:
         """Write one of the pod's pending explanations."""
@@ -165,7 +176,7 @@ class Explanations:
 
         def precondition(pod: PodInfo = pod) -> bool:
             nonlocal blocked
-            blocked = self._gate.explanation_blocked(pod)
+            blocked = self.gate.explanation_blocked(pod)
             return blocked is None
 
         try:
@@ -175,7 +186,7 @@ class Explanations:
             log.debug("explanations called off: %s", blocked, extra=pod_context(pod))
         except ApiUnavailable as exc:
             log.warning("explanation not written: %s", exc, extra=pod_context(pod))
-            self._retry(pod.node_name)
+            self.report(pod.node_name, UNAVAILABLE)
         if pending.empty() and self._pending.get(key) is pending:
             del self._pending[key]
 
@@ -183,19 +194,21 @@ class Explanations:
         pod = pending.pod
         if pending.annotation is not None:
             text, pending.annotation = pending.annotation, None
-            if self._settling(pod.node_name):
+            if self.settling(pod.node_name):
                 # The node is about to be recomputed or resized further: this annotation
                 # would be out of date at once. The node's next reconcile plans the settled one.
                 return
             # Noted before sending: the watch may deliver the change before the answer.
-            self._memory.note_annotation(pod.uid, text)
+            self.memory.note_annotation(pod.uid, text)
             try:
-                response = await self._writer.annotate(pod, text, precondition=precondition)
+                response = await self.writer.send(
+                    annotation_write(pod, text), precondition=precondition
+                )
             except (Skipped, ApiUnavailable):
-                self._memory.forget_annotation(pod.uid, text)
+                self.memory.forget_annotation(pod.uid, text)
                 raise
             if not response.ok:
-                self._memory.forget_annotation(pod.uid, text)
+                self.memory.forget_annotation(pod.uid, text)
                 if response.code != HTTPStatus.NOT_FOUND:
                     log.warning(
                         "annotation not written (HTTP %s): %s",
@@ -203,7 +216,7 @@ class Explanations:
                         response.message,
                         extra=pod_context(pod),
                     )
-                    self._retry(pod.node_name)
+                    self.report(pod.node_name, UNAVAILABLE)
             return
         if pending.adjusted is not None:
             adjusted, pending.adjusted = pending.adjusted, None
@@ -211,9 +224,9 @@ class Explanations:
 
             def still_wanted() -> bool:
                 # A "would" event is stale once enforcing (the real change gets its own).
-                return precondition() and (not dry_run or self._gate.dry_run_now(pod.node_name))
+                return precondition() and (not dry_run or self.gate.dry_run_now(pod.node_name))
 
-            await self._writer.event(
+            await self.writer.event(
                 pod,
                 reason=CPU_LIMIT_ADJUSTED,
                 message=adjusted.message(),
@@ -222,6 +235,6 @@ class Explanations:
             )
             return
         reason, message = pending.warnings.popitem()
-        await self._writer.event(
+        await self.writer.event(
             pod, reason=reason, message=message, warning=True, precondition=precondition
         )

@@ -9,14 +9,18 @@ import argparse
 import asyncio
 import gc
 import logging
+import random
 import signal
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
+from app.core.cluster import ClusterCache, Quiet, Unreadable
 from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
 from app.io.budget import Lane, WriteBudget
+from app.io.clock import Clock, LoopClock
 from app.io.flags import bind_address, boolean
 from app.io.http import KubeHttp
 from app.io.kubeconfig import (
@@ -29,10 +33,21 @@ from app.io.logs import configure_logging
 from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
 from app.io.probes import ProbeApp
 from app.io.reflector import Reflector, cache_reflectors
+from reconciler.activity import Activity
+from reconciler.actuator import Actuator
+from reconciler.answers import ResizeAnswers
 from reconciler.controller import Controller
+from reconciler.explanations import Explanations
+from reconciler.gate import WriteGate
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.memory import malloc_trim, release_after_waves
 from reconciler.metrics import ReconcilerMetrics
+from reconciler.podmemory import PodMemory
+from reconciler.ratelimit import Limiters, NodeBuckets
+from reconciler.reconcile import NodeReconciler
+from reconciler.requeue import requeue
+from reconciler.resizer import Resizer
+from reconciler.status import ConfigStatus
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
 
@@ -165,12 +180,10 @@ async def run(args: argparse.Namespace) -> int:
             exclusive=args.leader_elect,
         ),
     )
-    controller = Controller(
-        queue=NodeQueue(),
+    controller = build_controller(
         writer=Writer(http=http, instance=identity),
         metrics=metrics,
-        budget=budget,
-        explanation_budget=explanation_budget,
+        budgets=(budget, explanation_budget),
         may_write=(lambda: elector.is_leader) if args.leader_elect else (lambda: True),
     )
     watches = list(cache_reflectors(api=http, cache=controller.cache).values())
@@ -253,6 +266,95 @@ async def run(args: argparse.Namespace) -> int:
         await elector.release()
         await http.close()
     return exit_code
+
+
+def build_controller(
+    *,
+    writer: Writer,
+    metrics: ReconcilerMetrics,
+    budgets: tuple[WriteBudget, WriteBudget],
+    may_write: Callable[[], bool],
+    clock: Clock | None = None,
+    rand: random.Random | None = None,
+) -> Controller:
+    """The reconciler's object graph, built here only. ``budgets``: the resize and the
+    explanation budgets the transport spends."""
+    clock = clock if clock is not None else LoopClock()
+    pace = NodeBuckets(rate=float(DEFAULT_SETTINGS.per_node_patches_per_second), clock=clock)
+    queue = NodeQueue(clock=clock, rand=rand)
+    cache = ClusterCache(listener=Quiet(), on_unreadable=_log_unreadable)
+    resizes, explanations = budgets
+    actuator = build_actuator(
+        writer=writer,
+        gate=WriteGate(cache=cache, may_write=may_write),
+        limiters=Limiters(pace=pace, resizes=resizes, explanations=explanations),
+        metrics=metrics,
+        queue=queue,
+        clock=clock,
+    )
+    reconciler = NodeReconciler(cache=cache, executor=actuator, metrics=metrics, clock=clock)
+    controller = Controller(
+        queue=queue,
+        cache=cache,
+        reconciler=reconciler,
+        actuator=actuator,
+        status=ConfigStatus(
+            cache=cache,
+            writer=writer,
+            counts=lambda: (reconciler.managed_pods, reconciler.managed_nodes),
+            may_write=may_write,
+            clock=clock,
+        ),
+        may_write=may_write,
+    )
+    cache.listen(controller)
+    return controller
+
+
+def build_actuator(
+    *,
+    writer: Writer,
+    gate: WriteGate,
+    limiters: Limiters,
+    metrics: ReconcilerMetrics,
+    queue: NodeQueue,
+    clock: Clock,
+) -> Actuator:
+    """The two writing lanes over one memory of pods, reporting outcomes to ``queue``."""
+    memory = PodMemory(clock=clock)
+    activity = Activity(clock=clock)
+    report = partial(requeue, queue)
+    explanations = Explanations(
+        writer=writer,
+        gate=gate,
+        memory=memory,
+        activity=activity,
+        # A node due for another look, or with resizes still to send, is settling.
+        settling=lambda node: node in queue or resizer.resizing(node),
+        report=report,
+    )
+    resizer = Resizer(
+        writer=writer,
+        gate=gate,
+        answers=ResizeAnswers(
+            memory=memory, explanations=explanations, metrics=metrics, report=report
+        ),
+        buckets=limiters.pace,
+        nodes=queue,
+        activity=activity,
+        clock=clock,
+    )
+    return Actuator(
+        memory=memory,
+        explanations=explanations,
+        resizer=resizer,
+        activity=activity,
+        limiters=limiters,
+    )
+
+
+def _log_unreadable(pod: Unreadable) -> None:
+    log.error("ignoring pod %s with an invalid quantity: %s", pod.key, pod.reason)
 
 
 def _nothing() -> None:

@@ -3,10 +3,13 @@ and the executor (`reconciler.actuator`) carries it out. The reconcile sees the 
 only through `Executor`, so deciding never reaches into the lanes that write.
 """
 
+from collections.abc import Hashable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import Protocol
+from types import MappingProxyType
+from typing import Any, Final, Protocol
 
 from app.core.config import Settings
+from app.core.decision import Remembered
 from app.core.explain import Explanation
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
@@ -60,22 +63,62 @@ class Explain:
 
 @dataclass(slots=True)
 class NodePlan:
-    """What one reconcile of one node decided to write."""
+    """What one reconcile of one node decided to write, and to remember."""
 
     resizes: list[ResizePlan] = field(default_factory=list)
     # Pods whose waiting resize, if any, is called off: the latest computation needs none.
     unplanned: list[str] = field(default_factory=list)
     explanations: list[Explain] = field(default_factory=list)
+    # Pods to leave alone: (uid, seconds).
+    backoffs: list[tuple[str, float]] = field(default_factory=list)
+    # Reports acted on: (uid, topic, marker), each acted on once per marker.
+    reports: list[tuple[str, str, Hashable]] = field(default_factory=list)
+
+
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+_UNREPORTED: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """What the executor remembers and what it wrote that the cache does not show yet,
+    read-only, for one reconcile."""
+
+    remembered: Remembered
+    # By topic, the marker of each pod's report acted on.
+    reported: Mapping[str, Mapping[str, Hashable]]
+    # Accepted resizes the watch has not shown: uid -> (generation, target).
+    resized: Mapping[str, tuple[int | None, int]]
+    # Status annotations queued and not yet written, by pod key.
+    queued: Mapping[str, str]
+    # Status annotations written and not yet seen on the watch, by uid.
+    annotated: Mapping[str, str]
+    # Pods whose status annotation someone else edited since Headroom last wrote it.
+    edited: Set[str]
+
+    def new_report(self, uid: str, topic: str, marker: Hashable) -> bool:
+        """Whether ``topic`` with this ``marker`` has not been acted on for the pod yet."""
+        acted: Hashable = self.reported.get(topic, _NOTHING).get(uid, _UNREPORTED)
+        return acted != marker
+
+    def resize_unseen(self, pod: PodInfo, target_m: int) -> bool:
+        """Whether a resize of the pod to ``target_m`` was accepted and the watch has not
+        shown it yet: the pod's limit is the target now."""
+        return self.resized.get(pod.uid) == (pod.generation, target_m)
+
+    def annotation(self, pod: PodInfo) -> str | None:
+        """The pod's status annotation: queued, written and not yet seen, or cached."""
+        return self.queued.get(pod.key) or self.annotated.get(pod.uid, pod.status_annotation)
 
 
 class Executor(Protocol):
     """What a reconcile needs of the lanes that write."""
 
+    def recall(self) -> Recall:
+        """What the lanes remember and have in flight, for one reconcile."""
+
     def submit(self, plan: NodePlan) -> None:
         """Carry out ``plan``, replacing what is still waiting for the same pods."""
-
-    def pending_annotation(self, key: str) -> str | None:
-        """The status annotation queued for the pod ``key`` and not yet written."""
 
     def forget_node(self, node: str) -> None:
         """Drop what is kept about a node that is gone."""

@@ -1,104 +1,69 @@
-"""What the reconciler remembers about individual pods between reconciles.
+"""What the reconciler remembers about individual pods between reconciles, owned by the
+actuator: back-offs, the reports already acted on, and writes the watch has not shown yet.
 
-Back-off windows and the reports already acted on live only in memory: a restart or
-leader change starts empty. Infeasible is then re-derived from the pod's own status; a
-quota-blocked pod re-issues one patch, is refused again and backs off again, as the
-runbook describes.
+A reconcile reads it as a value (`Recall`, with `app.core.decision.Remembered` inside) and
+asks for changes through its plan; the lanes that write note what they sent and what the
+API server answered. Nothing else enters it.
 
-A back-off has a cause. Those the kubelet (Infeasible) or a ResourceQuota (quota-denied)
-caused run their whole window, whatever else changes. A refusal Headroom could not
-classify is tied to the settings it was computed under: it ends as soon as the pod's
-node is under other settings (the config edited or recreated, the node in another pool).
+It lives only in memory: a restart or leader change starts empty. Infeasible is then
+re-derived from the pod's own status; a quota-blocked pod re-issues one patch, is refused
+again and backs off again, as the runbook describes.
+
+Back-offs the kubelet (Infeasible) or a ResourceQuota (quota-denied) caused run their
+whole window, whatever else changes. A refusal Headroom could not classify is tied to
+the settings it was computed under: it holds only while the pod's node is under them (the
+config edited or recreated, the node in another pool, lift it).
 """
 
 import time
-from collections.abc import Callable, Hashable, Iterable
-from enum import StrEnum
-from typing import Final, NamedTuple
+from collections.abc import Callable, Hashable, Iterable, Mapping, MutableMapping
+from types import MappingProxyType
+from typing import Any
 
 from app.core.config import Settings
-from app.core.decision import INFEASIBLE
-from app.core.pods import PodInfo
-
-
-class Cause(StrEnum):
-    KUBELET = "kubelet"
-    QUOTA = "quota"
-    # A refusal no rule explains: a bug, or settings the API server's admission disagrees
-    # with; other settings may not be refused.
-    REJECTED = "rejected"
-
-
-class _Backoff(NamedTuple):
-    until: float
-    cause: Cause
-    # The settings a REJECTED back-off holds under; None for the other causes.
-    settings: Settings | None
-
-
-_NOT_REPORTED: Final = object()
+from app.core.decision import INFEASIBLE, Backoff, Remembered
+from reconciler.plan import Recall
 
 
 class PodMemory:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._backoff: dict[str, _Backoff] = {}
-        self._reported: dict[tuple[str, str], Hashable] = {}
+        self._backoff: dict[str, Backoff] = {}
+        # By topic, the marker of each pod's report acted on.
+        self._reported: dict[str, dict[str, Hashable]] = {INFEASIBLE: {}}
         self._resized: dict[str, tuple[int | None, int]] = {}
         self._annotated: dict[str, str] = {}
         # Pods whose status annotation someone else edited since Headroom last wrote it.
         self._edited: set[str] = set()
 
-    def back_off(
-        self,
-        uid: str,
-        *,
-        seconds: float,
-        cause: Cause = Cause.KUBELET,
-        settings: Settings | None = None,
-    ) -> None:
-        """Leave the pod alone for ``seconds``; a REJECTED back-off only while ``settings``
-        stay the pod's node's."""
-        self._backoff[uid] = _Backoff(self._clock() + seconds, cause, settings)
-
-    def backoff_remaining(self, uid: str, *, settings: Settings | None = None) -> float:
-        """Seconds left in the pod's back-off window; 0 when it is not backed off.
-
-        Given the settings now in force on the pod's node, a REJECTED back-off computed
-        under others has ended.
-        """
-        entry = self._backoff.get(uid)
-        if entry is None:
-            return 0.0
-        remaining = entry.until - self._clock()
-        lifted = (
-            entry.cause is Cause.REJECTED and settings is not None and settings != entry.settings
+    def recall(self, queued: Mapping[str, str]) -> Recall:
+        """A read-only view for one reconcile; ``queued``: annotations not yet written."""
+        return Recall(
+            remembered=Remembered(
+                now=self._clock(),
+                backoffs=MappingProxyType(self._backoff),
+                infeasible_reported=MappingProxyType(self._reported[INFEASIBLE]),
+            ),
+            reported=MappingProxyType(self._reported),
+            resized=MappingProxyType(self._resized),
+            queued=queued,
+            annotated=MappingProxyType(self._annotated),
+            edited=self._edited,
         )
-        if remaining <= 0 or lifted:
-            del self._backoff[uid]
-            return 0.0
-        return remaining
 
-    # `app.core.decision.Remembered`.
+    def back_off(self, uid: str, *, seconds: float, settings: Settings | None = None) -> None:
+        """Leave the pod alone for ``seconds``; given ``settings``, only while they stay the
+        pod's node's."""
+        self._backoff[uid] = Backoff(until=self._clock() + seconds, settings=settings)
 
-    def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
-        return self.backoff_remaining(pod.uid, settings=settings)
-
-    def infeasible_acknowledged(self, pod: PodInfo) -> bool:
-        return self._reported.get((pod.uid, INFEASIBLE), _NOT_REPORTED) == pod.report_generation
-
-    def first_report(self, uid: str, topic: str, *, marker: Hashable) -> bool:
-        """True the first time `topic` is seen for this pod with this `marker`.
+    def note_report(self, uid: str, topic: str, *, marker: Hashable) -> None:
+        """`topic` was acted on for this pod with this `marker`.
 
         A kubelet report stays on the pod until its next resize (the marker is the pod's
         generation), and a bad annotation stays until someone edits it (the marker is the
         message); acting on it at every reconcile would turn one episode into many.
         """
-        key = (uid, topic)
-        if key in self._reported and self._reported[key] == marker:
-            return False
-        self._reported[key] = marker
-        return True
+        self._reported.setdefault(topic, {})[uid] = marker
 
     def note_resize(self, uid: str, *, generation: int | None, target_m: int) -> None:
         """Remember an accepted resize until the pod's watch event shows it."""
@@ -110,13 +75,7 @@ class PodMemory:
         An accepted resize bumps the pod's generation; until the watch delivers that, the
         cached pod still shows the old limit, and patching again would be a duplicate.
         """
-        noted = self._resized.get(uid)
-        if noted is None:
-            return False
-        if noted[0] != generation:
-            del self._resized[uid]
-            return False
-        return noted[1] == target_m
+        return self._resized.get(uid) == (generation, target_m)
 
     def note_annotation(self, uid: str, text: str) -> None:
         """Remember an annotation about to be written, until the pod's watch event shows it."""
@@ -140,19 +99,19 @@ class PodMemory:
             self._edited.add(uid)
         return ours
 
-    def annotation_edited(self, uid: str) -> bool:
-        return uid in self._edited
-
-    def current_annotation(self, uid: str, *, cached: str | None) -> str | None:
-        """The pod's status annotation: our write the cache has not seen yet, or the cached one."""
-        return self._annotated.get(uid, cached)
-
     def retain(self, uids: Iterable[str]) -> None:
-        """Forget every pod not in `uids` (pods that left the cluster)."""
+        """Forget every pod not in `uids` (pods that left the cluster), and back-offs that
+        ended."""
         live = set(uids)
-        for key in [key for key in self._reported if key[0] not in live]:
-            del self._reported[key]
-        for by_uid in (self._backoff, self._resized, self._annotated):
-            for uid in [uid for uid in by_uid if uid not in live]:
-                del by_uid[uid]
+        now = self._clock()
+        ended = {uid for uid, entry in self._backoff.items() if entry.until <= now}
+        by_uids: list[MutableMapping[str, Any]] = [*self._reported.values(), self._resized]
+        for by_uid in (*by_uids, self._annotated):
+            _keep(by_uid, live)
+        _keep(self._backoff, live - ended)
         self._edited &= live
+
+
+def _keep(by_uid: MutableMapping[str, Any], live: set[str]) -> None:
+    for uid in [uid for uid in by_uid if uid not in live]:
+        del by_uid[uid]

@@ -1,4 +1,5 @@
-"""Per-node write pacing (`perNodePatchesPerSecond`): a token bucket per node.
+"""Per-node write pacing (`perNodePatchesPerSecond`): a token bucket per node; and every
+rate the config sets, retuned together (`Limiters`).
 
 The client-wide budget every write spends is `app.io.budget.WriteBudget`.
 """
@@ -6,7 +7,8 @@ The client-wide budget every write spends is `app.io.budget.WriteBudget`.
 import time
 from collections.abc import Callable
 
-from app.io.budget import TokenBucket
+from app.core.config import Settings
+from app.io.budget import TokenBucket, WriteBudget
 
 
 class NodeBuckets:
@@ -39,3 +41,21 @@ def _burst_for(rate: float) -> int:
     # A node may spend one second's worth of patches at once: a rollout that lands several
     # pods on a node is resized in one reconcile without waiting between pods.
     return max(1, int(rate))
+
+
+class Limiters:
+    """The node pace and the client-side budgets, retuned when the config changes."""
+
+    def __init__(
+        self, *, pace: NodeBuckets, resizes: WriteBudget, explanations: WriteBudget
+    ) -> None:
+        self.pace = pace
+        self._resizes = resizes
+        self._explanations = explanations
+
+    def retune(self, settings: Settings) -> None:
+        self.pace.reconfigure(rate=float(settings.per_node_patches_per_second))
+        self._resizes.reconfigure(rate=float(settings.client_qps), burst=settings.client_burst)
+        self._explanations.reconfigure(
+            rate=float(settings.explanation_qps), burst=settings.explanation_burst
+        )

@@ -35,12 +35,12 @@ from reconciler.plan import (
     Executor,
     Explain,
     NodePlan,
+    Recall,
     ResizePlan,
     Round,
     pod_context,
     seconds_text,
 )
-from reconciler.podmemory import PodMemory
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +66,12 @@ class NodeReconciler:
         cache: ClusterCache,
         executor: Executor,
         metrics: ReconcilerMetrics,
-        memory: PodMemory,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._cache = cache
         self._executor = executor
         self._metrics = metrics
-        self._memory = memory
         self._clock = clock
         self._wall_clock = wall_clock
         self._tallies: dict[str, _NodeTally] = {}
@@ -96,16 +94,16 @@ class NodeReconciler:
                 return None
             if self._cache.config.invalid is not None:
                 return None
-            decision = decide_node(view, self._cache.settings, remembered=self._memory)
+            recall = self._executor.recall()
+            decision = decide_node(view, self._cache.settings, remembered=recall.remembered)
             plan = NodePlan(unplanned=[pod.key for pod, _ in decision.unmanaged])
-            retry = self._note(decision, plan)
+            retry = self._note(decision, plan, recall)
             self._record(decision)
             plan_node(
                 decision,
                 plan,
                 bookings=self._cache.bookings(node_name),
-                memory=self._memory,
-                pending_annotation=self._executor.pending_annotation,
+                recall=recall,
                 metrics=self._metrics,
                 now=self._wall_clock(),
                 round_=round_,
@@ -124,14 +122,14 @@ class NodeReconciler:
         for node_name in list(self._tallies):
             self.forget_node(node_name)
 
-    def _note(self, decision: NodeDecision, plan: NodePlan) -> float | None:
+    def _note(self, decision: NodeDecision, plan: NodePlan, recall: Recall) -> float | None:
         """Act once on what the kubelet reported and on bad caps; the next back-off end."""
         backoff = decision.settings.backoff_seconds
         retry = decision.retry_after
         for pod in decision.fresh_infeasible:
-            self._memory.first_report(pod.uid, INFEASIBLE, marker=pod.report_generation)
+            plan.reports.append((pod.uid, INFEASIBLE, pod.report_generation))
             self._metrics.count(Result.INFEASIBLE)
-            self._memory.back_off(pod.uid, seconds=backoff)
+            plan.backoffs.append((pod.uid, backoff))
             retry = backoff if retry is None else min(retry, backoff)
             log.warning(
                 "kubelet reports the resize infeasible; backing off for %ss: %s",
@@ -151,14 +149,14 @@ class NodeReconciler:
                 )
             )
         for pod in (*(r.pod for r in decision.result.pods), *decision.backed_off):
-            if pod.resize_pending == DEFERRED and self._memory.first_report(
-                pod.uid, DEFERRED, marker=pod.report_generation
+            if pod.resize_pending == DEFERRED and recall.new_report(
+                pod.uid, DEFERRED, pod.report_generation
             ):
+                plan.reports.append((pod.uid, DEFERRED, pod.report_generation))
                 self._metrics.count(Result.DEFERRED)
             warning = pod.max_cpu_warning
-            if warning is not None and self._memory.first_report(
-                pod.uid, INVALID_MAX_CPU, marker=warning
-            ):
+            if warning is not None and recall.new_report(pod.uid, INVALID_MAX_CPU, warning):
+                plan.reports.append((pod.uid, INVALID_MAX_CPU, warning))
                 plan.explanations.append(Explain(pod, warning=(INVALID_MAX_CPU, warning)))
         return retry
 
@@ -220,8 +218,7 @@ def plan_node(
     plan: NodePlan,
     *,
     bookings: int,
-    memory: PodMemory,
-    pending_annotation: Callable[[str], str | None],
+    recall: Recall,
     metrics: ReconcilerMetrics,
     now: datetime,
     round_: Round,
@@ -246,16 +243,12 @@ def plan_node(
             decision.result, pod_result, dry_run=settings.dry_run, pool=decision.pool
         )
         # Accepted, and the watch has not shown it yet: the pod's limit is the target now.
-        unseen = memory.resize_unseen(
-            pod.uid, generation=pod.generation, target_m=pod_result.target_m
-        )
+        unseen = recall.resize_unseen(pod, pod_result.target_m)
         patch = pod_result.patch and not unseen
         # A pod with pod-level resources has no container limits to set: its target is
         # the pod-level limit.
         resize = patch and bool(pod_result.containers or pod.pod_resources is not None)
-        previous = pending_annotation(pod.key) or memory.current_annotation(
-            pod.uid, cached=pod.status_annotation
-        )
+        previous = recall.annotation(pod)
         if resize and not settings.dry_run:
             plan.resizes.append(
                 ResizePlan(
@@ -273,7 +266,7 @@ def plan_node(
             continue
         plan.unplanned.append(pod.key)
         annotated = annotated_target(previous, dry_run=settings.dry_run, pool=decision.pool)
-        stale = annotated is None or memory.annotation_edited(pod.uid)
+        stale = annotated is None or pod.uid in recall.edited
         if settings.dry_run:
             moved = resize and (annotated is None or _moved(pod_result, annotated, settings))
             if moved:

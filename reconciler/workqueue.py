@@ -12,10 +12,10 @@ lost. The resize lane queues pods on it, at their node's pace; the explanation l
   they have all landed, and its pods are resized once, straight to their final targets.
   Steady churn cannot postpone a node forever: a node is reconciled at most
   `MAX_DEBOUNCE_PERIODS` periods after its first pending change.
-- **Retries.** It is the one place that decides when a failed node is tried again:
-  `retry` requeues with exponential back-off per key (full jitter above half the delay),
-  as client-go's rate-limiting queue does; `forget` resets a key's failures once it
-  succeeds, and frees them when its node goes away.
+- **Retries.** `retry` requeues with exponential back-off per key and kind of failure
+  (full jitter above half the delay), as client-go's rate-limiting queue does; `reset`
+  clears a kind's failures once it succeeds, `forget` all of a key's when its node goes
+  away. Which of these follows what is chosen in one place, `reconciler.requeue`.
 
 The clock and random source are injected so tests drive the queues without sleeping.
 """
@@ -24,6 +24,8 @@ import asyncio
 import heapq
 import itertools
 import random
+from collections import Counter
+from collections.abc import Hashable
 from typing import Final
 
 from app.io.clock import Clock, LoopClock, wait
@@ -131,8 +133,8 @@ class NodeQueue(DelayQueue):
         self._rand = rand if rand is not None else random.Random()  # noqa: S311 - jitter, not crypto
         # Keys whose schedule is a trailing debounce, with the time of their first change.
         self._settling: dict[str, float] = {}
-        # Consecutive failures per key, for `retry`.
-        self._failures: dict[str, int] = {}
+        # Consecutive failures per key and kind of failure, for `retry`.
+        self._failures: dict[str, Counter[Hashable]] = {}
 
     def _schedule(self, key: str, due: float) -> None:
         # Scheduled by `add`, for another reason than a debounce: no longer settling.
@@ -158,11 +160,13 @@ class NodeQueue(DelayQueue):
     def add_prompt(self, key: str) -> None:
         self.add_spread(key, window=PROMPT_SPREAD_SECONDS)
 
-    def retry(self, key: str, *, initial: float, cap: float) -> None:
-        """Try `key` again after a failure: `initial` doubled per consecutive failure, up
-        to `cap`, half of it fixed and half jittered (never at once, never all together)."""
-        failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
+    def retry(self, key: str, stream: Hashable, *, initial: float, cap: float) -> None:
+        """Try `key` again after a failure of kind `stream`: `initial` doubled per
+        consecutive such failure, up to `cap`, half of it fixed and half jittered (never at
+        once, never all together)."""
+        counts = self._failures.setdefault(key, Counter())
+        failures = counts[stream]
+        counts[stream] = failures + 1
         ceiling = min(cap, initial * 2.0**failures)
         self.add(key, delay=ceiling / 2 + self._rand.uniform(0.0, ceiling / 2))
 
@@ -174,8 +178,14 @@ class NodeQueue(DelayQueue):
         due = self._due.get(key)
         return None if due is None else max(0.0, due - self._clock())
 
+    def reset(self, key: str, stream: Hashable) -> None:
+        """`key` succeeded at what `stream` counts: its next such failure starts over."""
+        counts = self._failures.get(key)
+        if counts is not None and counts.pop(stream, None) is not None and not counts:
+            del self._failures[key]
+
     def forget(self, key: str) -> None:
-        """`key` succeeded, or is gone: its next failure starts the back-off over."""
+        """`key` is gone: free its failures."""
         self._failures.pop(key, None)
 
     def forget_all(self) -> None:

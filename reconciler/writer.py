@@ -1,16 +1,17 @@
 """Every write the reconciler makes, in one place: resize, annotation, events, config status.
 
-Each call names the exact subresource, content type and field manager; none of them can
-touch requests, memory or any field other than `limits.cpu` and Headroom's annotation.
-Each write spends a token of its lane's budget (resizes and the config status: the
-resize budget; annotations and events: the explanation budget) and carries a
-precondition that is checked after the token is granted, right before the request goes
-out: when it no longer holds (a stop button was pressed, leadership lapsed, the pod
-changed) nothing is sent and `Skipped` is raised.
+Each write is built as a value (`Write`) with no I/O: the method, the exact subresource,
+the field manager, the content type and the lane. None of them can touch requests, memory
+or any field other than `limits.cpu` and Headroom's annotation. `Writer.send` only sends
+one: it spends a token of the write's lane's budget (resizes and the config status: the
+resize budget; annotations and events: the explanation budget), then checks its
+precondition right before the request goes out: when it no longer holds (a stop button
+was pressed, leadership lapsed, the pod changed) nothing is sent and `Skipped` is raised.
 """
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from app.core.labels import FIELD_MANAGER
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
-from app.io.http import APPLY_PATCH, MERGE_PATCH, ApiResponse, Transport, failure_of
+from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, Transport, failure_of
 from reconciler.bodies import (
     annotation_patch,
     config_status_patch,
@@ -34,6 +35,95 @@ log = logging.getLogger(__name__)
 Precondition = Callable[[], bool]
 
 
+_APPLY_QUERY = (("fieldManager", FIELD_MANAGER), ("force", "true"))
+_PATCH_QUERY = (("fieldManager", FIELD_MANAGER),)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One request that changes the cluster, as a value."""
+
+    method: str
+    path: str
+    body: Mapping[str, Any]
+    lane: Lane
+    content_type: str = JSON
+    query: tuple[tuple[str, str], ...] = ()
+
+
+def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target_m: int) -> Write:
+    """Server-side apply of the CPU limits on `pods/resize`, forcing ownership.
+
+    A pod with pod-level resources gets `target_m` as its pod-level limit; any other pod
+    gets `containers`' limits, and its excluded containers are named at the limits they
+    have: an apply that stopped naming a limit Headroom set before they were excluded
+    would remove it, which a resize may not do.
+    """
+    if pod.pod_resources is not None:
+        body = pod_level_resize_apply_body(namespace=pod.namespace, name=pod.name, cpu_m=target_m)
+    else:
+        kept = [
+            (c.name, c.sidecar, c.cpu_limit_m)
+            for c in pod.excluded_containers
+            if c.cpu_limit_m is not None
+        ]
+        limits = [*((c.name, c.sidecar, c.limit_m) for c in containers), *kept]
+        body = resize_apply_body(
+            namespace=pod.namespace,
+            name=pod.name,
+            containers={name: limit for name, sidecar, limit in limits if not sidecar},
+            sidecars={name: limit for name, sidecar, limit in limits if sidecar},
+        )
+    return Write(
+        "PATCH",
+        apipaths.PODS.path(namespace=pod.namespace, name=pod.name, subresource="resize"),
+        body,
+        Lane.PRIMARY,
+        content_type=APPLY_PATCH,
+        query=_APPLY_QUERY,
+    )
+
+
+def annotation_write(pod: PodInfo, text: str) -> Write:
+    return Write(
+        "PATCH",
+        apipaths.PODS.path(namespace=pod.namespace, name=pod.name),
+        annotation_patch(text),
+        Lane.SECONDARY,
+        content_type=MERGE_PATCH,
+        query=_PATCH_QUERY,
+    )
+
+
+def event_write(
+    pod: PodInfo, *, reason: str, message: str, warning: bool, now: datetime, instance: str
+) -> Write:
+    body = event_body(
+        namespace=pod.namespace,
+        pod=pod.name,
+        uid=pod.uid,
+        reason=reason,
+        message=message,
+        warning=warning,
+        now=now,
+        instance=instance,
+    )
+    return Write("POST", apipaths.EVENTS.path(namespace=pod.namespace), body, Lane.SECONDARY)
+
+
+def config_status_write(status: Mapping[str, Any]) -> Write:
+    # The primary lane: one small write at most every few seconds, which operators read
+    # (`kubectl get hcfg`) and which must not wait behind a wave of explanations.
+    return Write(
+        "PATCH",
+        apipaths.CONFIG_STATUS,
+        config_status_patch(status),
+        Lane.PRIMARY,
+        content_type=MERGE_PATCH,
+        query=_PATCH_QUERY,
+    )
+
+
 class Writer:
     def __init__(
         self,
@@ -46,56 +136,14 @@ class Writer:
         self._instance = instance
         self._wall_clock = wall_clock
 
-    async def resize(
-        self,
-        pod: PodInfo,
-        containers: tuple[ContainerLimit, ...],
-        *,
-        target_m: int,
-        precondition: Precondition,
-    ) -> ApiResponse:
-        """Server-side apply of the CPU limits on `pods/resize`, forcing ownership.
-
-        A pod with pod-level resources gets `target_m` as its pod-level limit; any other
-        pod gets `containers`' limits, and its excluded containers are named at the limits
-        they have: an apply that stopped naming a limit Headroom set before they were
-        excluded would remove it, which a resize may not do.
-        """
-        if pod.pod_resources is not None:
-            body = pod_level_resize_apply_body(
-                namespace=pod.namespace, name=pod.name, cpu_m=target_m
-            )
-        else:
-            kept = [
-                (c.name, c.sidecar, c.cpu_limit_m)
-                for c in pod.excluded_containers
-                if c.cpu_limit_m is not None
-            ]
-            limits = [*((c.name, c.sidecar, c.limit_m) for c in containers), *kept]
-            body = resize_apply_body(
-                namespace=pod.namespace,
-                name=pod.name,
-                containers={name: limit for name, sidecar, limit in limits if not sidecar},
-                sidecars={name: limit for name, sidecar, limit in limits if sidecar},
-            )
+    async def send(self, write: Write, *, precondition: Precondition) -> ApiResponse:
         return await self._http.request(
-            "PATCH",
-            apipaths.PODS.path(namespace=pod.namespace, name=pod.name, subresource="resize"),
-            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
-            body=body,
-            content_type=APPLY_PATCH,
-            lane=Lane.PRIMARY,
-            precondition=precondition,
-        )
-
-    async def annotate(self, pod: PodInfo, text: str, *, precondition: Precondition) -> ApiResponse:
-        return await self._http.request(
-            "PATCH",
-            apipaths.PODS.path(namespace=pod.namespace, name=pod.name),
-            query=[("fieldManager", FIELD_MANAGER)],
-            body=annotation_patch(text),
-            content_type=MERGE_PATCH,
-            lane=Lane.SECONDARY,
+            write.method,
+            write.path,
+            query=write.query,
+            body=write.body,
+            content_type=write.content_type,
+            lane=write.lane,
             precondition=precondition,
         )
 
@@ -109,39 +157,14 @@ class Writer:
         precondition: Precondition,
     ) -> None:
         """Record an event; a failure is logged, never retried (events are best effort)."""
-        body = event_body(
-            namespace=pod.namespace,
-            pod=pod.name,
-            uid=pod.uid,
+        write = event_write(
+            pod,
             reason=reason,
             message=message,
             warning=warning,
             now=self._wall_clock(),
             instance=self._instance,
         )
-        failure = await failure_of(
-            self._http.request(
-                "POST",
-                apipaths.EVENTS.path(namespace=pod.namespace),
-                body=body,
-                lane=Lane.SECONDARY,
-                precondition=precondition,
-            )
-        )
+        failure = await failure_of(self.send(write, precondition=precondition))
         if failure is not None:
             log.warning("cannot record event %s: %s", reason, failure, extra=pod_context(pod))
-
-    async def config_status(
-        self, status: Mapping[str, Any], *, precondition: Precondition
-    ) -> ApiResponse:
-        # The primary lane: one small write at most every few seconds, which operators
-        # read (`kubectl get hcfg`) and which must not wait behind a wave of explanations.
-        return await self._http.request(
-            "PATCH",
-            apipaths.CONFIG_STATUS,
-            query=[("fieldManager", FIELD_MANAGER)],
-            body=config_status_patch(status),
-            content_type=MERGE_PATCH,
-            lane=Lane.PRIMARY,
-            precondition=precondition,
-        )

@@ -200,6 +200,11 @@ class ClusterCache:
     skipped because its quantities cannot be read.
     """
 
+    def listen(self, listener: Listener) -> None:
+        """Send wake-ups to ``listener`` from now on (a listener that reads this cache is
+        built after it)."""
+        self._listener = listener
+
     def __init__(
         self,
         *,

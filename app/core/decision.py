@@ -13,14 +13,15 @@ pod, ``pod_gate``), so none of them re-implements selection, node pools or the g
    ceiling never below the CPU targets of a RequestsOnly VPA that actuates it
    (``vpa_targets``).
 
-Back-off is what the reconciler remembers (``Remembered``). The tools remember nothing
-(``FROM_STATUS``): they decide as a freshly started reconciler would, which re-derives a
-back-off from a pod whose kubelet reports its resize ``Infeasible``.
+Back-off is what the reconciler remembers, handed in as a value (``Remembered``). The tools
+remember nothing (``FROM_STATUS``): they decide as a freshly started reconciler would, which
+re-derives a back-off from a pod whose kubelet reports its resize ``Infeasible``.
 """
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
 
 from app.core.cluster import Lookups, NodeView, Unreadable
 from app.core.config import Settings, settings_for_node
@@ -41,27 +42,46 @@ INFEASIBLE: Final = "Infeasible"
 DEFERRED: Final = "Deferred"
 
 
-class Remembered(Protocol):
-    """What the reconciler remembers about pods between decisions."""
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """A pod left alone until ``until`` (on the clock of ``Remembered.now``)."""
 
-    def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
+    until: float
+    # Held only while the pod's node is under these settings (a refusal no rule explains:
+    # other settings may not be refused); None: under any.
+    settings: Settings | None = None
+
+
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What the reconciler remembers about pods, as read at ``now``."""
+
+    now: float = 0.0
+    backoffs: Mapping[str, Backoff] = field(default_factory=lambda: _NOTHING)
+    # The marker (the pod's report generation) of each pod's Infeasible report acted on.
+    infeasible_reported: Mapping[str, Hashable] = field(default_factory=lambda: _NOTHING)
+
+    def backoff_remaining(self, pod: PodInfo, settings: Settings) -> float:
         """Seconds left in the pod's back-off window under the node's ``settings``; 0 when
         it is not backed off."""
+        entry = self.backoffs.get(pod.uid)
+        if entry is None or entry.settings not in (None, settings):
+            return 0.0
+        return max(0.0, entry.until - self.now)
 
     def infeasible_acknowledged(self, pod: PodInfo) -> bool:
         """Whether the pod's current Infeasible report has been acted on already."""
-
-
-class _FromStatus:
-    def pod_backoff(self, pod: PodInfo, settings: Settings) -> float:
-        return 0.0
-
-    def infeasible_acknowledged(self, pod: PodInfo) -> bool:
-        return False
+        return (
+            pod.uid in self.infeasible_reported
+            and self.infeasible_reported[pod.uid] == pod.report_generation
+        )
 
 
 # Nothing remembered: a pod reporting Infeasible is backed off from its status alone.
-FROM_STATUS: Final[Remembered] = _FromStatus()
+FROM_STATUS: Final = Remembered()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +179,7 @@ def decide_node(
         pod = excluding(cached, node_settings.excluded_containers)
         reason = pod_gate(node_settings, pod, node=node, lookups=lookups)
         if reason is None:
-            remaining = remembered.pod_backoff(pod, node_settings)
+            remaining = remembered.backoff_remaining(pod, node_settings)
             if remaining > 0:
                 retry = remaining if retry is None else min(retry, remaining)
                 reason = Ineligible.BACKED_OFF

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from app.io.budget import WriteBudget
-from reconciler.controller import CRASH_RETRY_SECONDS, Controller
+from reconciler.main import build_controller
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.workqueue import PROMPT_SPREAD_SECONDS, NodeQueue
+from reconciler.requeue import CRASH_RETRY_SECONDS, UNAVAILABLE, requeue
+from reconciler.workqueue import PROMPT_SPREAD_SECONDS
 from reconciler.writer import Writer
 from tests.unit.app import builders
 from tests.unit.reconciler.fakes import FakeApi, FakeClock, FixedRandom, SentRequest
@@ -23,19 +24,19 @@ class Setup:
         self.api = FakeApi()
         self.leading = True
         self.budget = WriteBudget(rate=50.0, burst=100, clock=self.clock)
-        self.queue = NodeQueue(clock=self.clock, rand=FixedRandom(1.0))
-        self.controller = Controller(
-            queue=self.queue,
+        self.controller = build_controller(
             writer=Writer(
                 http=self.api,
                 instance="test",
                 wall_clock=lambda: datetime(2030, 1, 1, tzinfo=UTC),
             ),
             metrics=ReconcilerMetrics(),
-            budget=self.budget,
+            budgets=(self.budget, WriteBudget(rate=50.0, burst=100, clock=self.clock)),
             may_write=lambda: self.leading,
             clock=self.clock,
+            rand=FixedRandom(1.0),
         )
+        self.queue = self.controller.queue
         self.cache = self.controller.cache
 
     def due_in(self) -> float | None:
@@ -150,8 +151,8 @@ def test_losing_the_lease_drops_the_per_node_series() -> None:
 def test_config_status_is_written_once_per_change() -> None:
     setup = Setup()
     setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
-    asyncio.run(setup.controller.write_status())
-    asyncio.run(setup.controller.write_status())
+    asyncio.run(setup.controller.status.write())
+    asyncio.run(setup.controller.status.write())
     [write] = setup.api.writes(kind="status")
     assert write.method == "PATCH"
     assert write.path == "/apis/kube-headroom.dev/v1alpha1/headroomconfigs/cluster/status"
@@ -164,7 +165,7 @@ def test_config_status_is_written_once_per_change() -> None:
     setup.cache.apply_config(
         "cluster", {**builders.headroom_config(spec={"dryRun": False}), "status": status}
     )
-    asyncio.run(setup.controller.write_status())
+    asyncio.run(setup.controller.status.write())
     assert len(setup.api.writes(kind="status")) == 1
 
 
@@ -179,7 +180,7 @@ def test_config_status_is_not_written(config: dict[str, Any] | None, leading: bo
     setup = Setup()
     setup.leading = leading
     setup.cache.apply_config("cluster", config)
-    asyncio.run(setup.controller.write_status())
+    asyncio.run(setup.controller.status.write())
     assert setup.api.sent == []
 
 
@@ -275,7 +276,7 @@ def test_nodes_that_come_and_go_leave_nothing_behind() -> None:
             setup.queue.done(key)
         await setup.controller.actuator.activity.settle()
         for name in nodes:
-            setup.queue.retry(name, initial=0.5, cap=5.0)
+            requeue(setup.queue, name, UNAVAILABLE)
         for name in nodes:
             setup.cache.apply_pod(f"team-a/{name}-p", None)
             setup.cache.apply_node(name, None)

@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.resizer import CONFLICT_RETRY_SECONDS
+from reconciler.requeue import CONFLICT_RETRY_SECONDS
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container
 from tests.unit.reconciler.world import PODS, World, settle, worked_example

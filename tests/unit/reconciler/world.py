@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
 from app.core.cluster import ClusterCache, Quiet
+from app.io.budget import WriteBudget
 from app.io.clock import Clock
-from reconciler.actuator import Actuator
 from reconciler.gate import WriteGate
+from reconciler.main import build_actuator
 from reconciler.metrics import ReconcilerMetrics
-from reconciler.podmemory import PodMemory
-from reconciler.ratelimit import NodeBuckets
+from reconciler.ratelimit import Limiters, NodeBuckets
 from reconciler.reconcile import NodeReconciler
 from reconciler.workqueue import NodeQueue
 from reconciler.writer import Writer
@@ -56,22 +56,22 @@ class World:
         self.metrics = ReconcilerMetrics()
         self.leading = True
         self.requeued: list[tuple[str, float]] = []
-        memory = PodMemory(clock=self.clock)
-        self.actuator = Actuator(
+        self.actuator = build_actuator(
             writer=Writer(http=self.api, instance="test", wall_clock=lambda: NOW),
             gate=WriteGate(cache=self.cache, may_write=lambda: self.leading),
-            memory=memory,
-            buckets=NodeBuckets(rate=1000.0, clock=self.clock),
+            limiters=Limiters(
+                pace=NodeBuckets(rate=1000.0, clock=self.clock),
+                resizes=WriteBudget(rate=1000.0, burst=1000, clock=self.clock),
+                explanations=WriteBudget(rate=1000.0, burst=1000, clock=self.clock),
+            ),
             metrics=self.metrics,
-            nodes=RecordingQueue(clock=self.clock, requeued=self.requeued),
-            settling=lambda node: self.actuator.resizer.resizing(node),
+            queue=RecordingQueue(clock=self.clock, requeued=self.requeued),
             clock=self.clock,
         )
         self.reconciler = NodeReconciler(
             cache=self.cache,
             executor=self.actuator,
             metrics=self.metrics,
-            memory=memory,
             clock=self.clock,
             wall_clock=lambda: NOW,
         )

@@ -1,9 +1,11 @@
+from dataclasses import replace
 from typing import Any, Final
 
 import pytest
 
 from app.core.cluster import NamespaceFacts
-from app.core.decision import vpa_targets
+from app.core.config import DEFAULT_SETTINGS, Settings
+from app.core.decision import FROM_STATUS, Backoff, Remembered, vpa_targets
 from app.core.pods import OwnerRef
 from app.core.pods import owner_ref as ref
 from app.core.views import vpa_view
@@ -68,3 +70,40 @@ def test_vpa_targets(
         controllers=controllers,
     )
     assert vpa_targets(POD, lookups) == expected
+
+
+OTHER_SETTINGS: Final = replace(DEFAULT_SETTINGS, grow_percent=7)
+BACKED_OFF: Final = pod_info(uid="u1")
+
+
+@pytest.mark.parametrize(
+    ("backoff", "settings", "left"),
+    [
+        pytest.param(None, DEFAULT_SETTINGS, 0.0, id="none"),
+        pytest.param(Backoff(until=130.0), DEFAULT_SETTINGS, 30.0, id="running"),
+        pytest.param(Backoff(until=90.0), DEFAULT_SETTINGS, 0.0, id="ended"),
+        pytest.param(Backoff(130.0, DEFAULT_SETTINGS), DEFAULT_SETTINGS, 30.0, id="same-settings"),
+        pytest.param(Backoff(130.0, DEFAULT_SETTINGS), OTHER_SETTINGS, 0.0, id="other-settings"),
+    ],
+)
+def test_a_remembered_back_off_is_read_at_its_instant(
+    backoff: Backoff | None, settings: Settings, left: float
+) -> None:
+    remembered = Remembered(now=100.0, backoffs={} if backoff is None else {"u1": backoff})
+    assert remembered.backoff_remaining(BACKED_OFF, settings) == left
+
+
+@pytest.mark.parametrize(
+    ("reported", "acknowledged"),
+    [
+        pytest.param({}, False, id="not-acted-on"),
+        pytest.param({"u1": BACKED_OFF.report_generation}, True, id="this-report"),
+        pytest.param({"u1": "an earlier report"}, False, id="an-earlier-report"),
+    ],
+)
+def test_an_infeasible_report_is_acknowledged_once_acted_on(
+    reported: dict[str, Any], acknowledged: bool
+) -> None:
+    remembered = Remembered(infeasible_reported=reported)
+    assert remembered.infeasible_acknowledged(BACKED_OFF) is acknowledged
+    assert not FROM_STATUS.infeasible_acknowledged(BACKED_OFF)
