@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 import orjson
 
-from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
+from app.core.labels import STATUS_ANNOTATION
+from app.core.pods import pod_wire
 
 Obj = Mapping[str, Any]
 KIND: Final = "HeadroomSnapshot"
@@ -116,39 +118,23 @@ def _pick(obj: Obj, *keys: str) -> dict[str, Any]:
 
 
 def strip_pod(obj: Obj) -> Obj:
-    """The fields of a pod ``app.core.pods`` reads, plus its labels for ``-l``."""
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    kept_annotations = _pick(
-        metadata.get("annotations") or {}, MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
-    )
-    stripped_metadata = _pick(
-        metadata, "name", "namespace", "uid", "labels", "deletionTimestamp", "generation"
-    )
-    if kept_annotations:
-        stripped_metadata["annotations"] = kept_annotations
-    owners = _owner_refs(metadata)
-    if owners:
-        stripped_metadata["ownerReferences"] = owners
-    stripped_spec = _pick(spec, "nodeName", "resources", "overhead")
-    stripped_spec["containers"] = [_container(c) for c in spec.get("containers") or ()]
-    inits = [_container(c) for c in spec.get("initContainers") or ()]
-    if inits:
-        stripped_spec["initContainers"] = inits
-    stripped_status = _pick(status, "phase", "qosClass", "observedGeneration")
-    conditions = [
-        _pick(c, "type", "status", "reason", "message")
-        for c in status.get("conditions") or ()
-        if c.get("type") in _RESIZE_CONDITIONS
-    ]
+    """What ``app.core.pods`` decodes of a pod (its schema, ``PodWire``), plus its labels
+    for ``-l``: but Headroom's own status annotation, which no decision reads, and of its
+    status conditions only the resize ones."""
+    stripped: dict[str, Any] = msgspec.to_builtins(pod_wire(obj))
+    metadata = stripped.setdefault("metadata", {})
+    annotations = metadata.pop("annotations", {})
+    annotations.pop(STATUS_ANNOTATION, None)
+    if annotations:
+        metadata["annotations"] = annotations
+    labels = (obj.get("metadata") or {}).get("labels")
+    if labels:
+        metadata["labels"] = dict(labels)
+    status = stripped.get("status") or {}
+    conditions = [c for c in status.pop("conditions", ()) if c.get("type") in _RESIZE_CONDITIONS]
     if conditions:
-        stripped_status["conditions"] = conditions
-    return {"metadata": stripped_metadata, "spec": stripped_spec, "status": stripped_status}
-
-
-def _container(container: Obj) -> dict[str, Any]:
-    return _pick(container, "name", "resources", "resizePolicy", "restartPolicy")
+        status["conditions"] = conditions
+    return stripped
 
 
 def strip_node(obj: Obj) -> Obj:

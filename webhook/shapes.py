@@ -6,6 +6,9 @@ list, a container a number. Each handler declares the fields it reads, with thei
 ``problems`` lists every field that does not fit, by path, and the endpoint answers 422
 with that list before a handler could trip over it.
 
+A shape is derived from the msgspec schema the handler decodes with (`shape_of`), so a
+field is declared once, and `merged` with what the handler reads besides.
+
 Every declared field is optional and may be null, as the handlers treat null as unset.
 Fields a handler does not read are not looked at, so a check never walks further into
 an object than the handler would, and nesting depth costs nothing. Each shape first
@@ -17,6 +20,8 @@ own errors do.
 
 from collections.abc import Mapping
 from typing import Final, TypeGuard, TypeVar
+
+import msgspec.inspect as wire
 
 T = TypeVar("T")
 _LONGEST_KEY: Final = 63
@@ -185,6 +190,49 @@ def map_of(value: Shape) -> Shape:
 # Labels and annotations: string values only. The values of a JSON object are checked
 # whatever their keys; keys are always strings.
 STRING_MAP: Final[Shape] = _MapOf(_Scalar(str, noun="a string"))
+
+
+def shape_of(schema: type) -> Shape:
+    """The shape of what the msgspec ``schema`` decodes: its fields, by their names on the
+    wire, with their types."""
+    return _from_info(wire.type_info(schema))
+
+
+_QUANTITY_TYPES: Final = frozenset({wire.StrType, wire.IntType, wire.FloatType})
+_SCALARS: Final[Mapping[type, Shape]] = {
+    wire.StrType: STRING,
+    wire.IntType: INTEGER,
+    wire.BoolType: BOOLEAN,
+}
+
+
+def _from_info(info: wire.Type) -> Shape:
+    if isinstance(info, wire.UnionType):
+        kinds = [t for t in info.types if not isinstance(t, wire.NoneType)]
+        if {type(t) for t in kinds} == _QUANTITY_TYPES:
+            return QUANTITY
+        if len(kinds) == 1:
+            return _from_info(kinds[0])
+    elif isinstance(info, wire.StructType):
+        return _Fields({f.encode_name: _from_info(f.type) for f in info.fields})
+    elif isinstance(info, wire.ListType):
+        return _ListOf(_from_info(info.item_type))
+    elif isinstance(info, wire.DictType):
+        return _MapOf(_from_info(info.value_type))
+    elif type(info) in _SCALARS:
+        return _SCALARS[type(info)]
+    raise TypeError(f"no shape for {info}")
+
+
+def merged(base: Shape, extra: Shape) -> Shape:
+    """``base`` with ``extra``'s fields added: where both name a field of an object their
+    shapes are merged, and elsewhere ``extra``'s shape replaces ``base``'s."""
+    if not (isinstance(base, _Fields) and isinstance(extra, _Fields)):
+        return extra
+    items = dict(base._items)
+    for key, shape in extra._items:
+        items[key] = merged(items[key], shape) if key in items else shape
+    return _Fields(items)
 
 
 def problems(value: object, shape: Shape, *, path: str) -> list[str]:

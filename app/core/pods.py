@@ -194,11 +194,12 @@ class _Resources:
 
 # The wire schema: only the fields Headroom reads. Quantities are strings on the wire;
 # numbers are accepted as the API server's own decoder accepts them. Unknown fields are
-# skipped without being decoded, and null stands for absent, as it does for the API.
+# skipped without being decoded, and null stands for absent, as it does for the API (and
+# is left out when a record is encoded again).
 Quantity = str | int | float
 
 
-class _QuantitiesWire(msgspec.Struct, gc=False):
+class _QuantitiesWire(msgspec.Struct, gc=False, omit_defaults=True):
     cpu: Quantity | None = None
     memory: Quantity | None = None
 
@@ -206,7 +207,7 @@ class _QuantitiesWire(msgspec.Struct, gc=False):
 _NO_QUANTITIES: Final = _QuantitiesWire()
 
 
-class _RequirementsWire(msgspec.Struct, gc=False):
+class _RequirementsWire(msgspec.Struct, gc=False, omit_defaults=True):
     requests: _QuantitiesWire | None = None
     limits: _QuantitiesWire | None = None
 
@@ -214,40 +215,40 @@ class _RequirementsWire(msgspec.Struct, gc=False):
 _NO_REQUIREMENTS: Final = _RequirementsWire()
 
 
-class _PodRequirementsWire(msgspec.Struct, gc=False):
+class _PodRequirementsWire(msgspec.Struct, gc=False, omit_defaults=True):
     """Pod-level resources: any resource name counts (hugepages too), so kept whole."""
 
     requests: dict[str, Quantity] | None = None
     limits: dict[str, Quantity] | None = None
 
 
-class _ResizePolicyWire(msgspec.Struct, gc=False):
+class _ResizePolicyWire(msgspec.Struct, gc=False, omit_defaults=True):
     resourceName: str | None = None
     restartPolicy: str | None = None
 
 
-class ContainerWire(msgspec.Struct, gc=False):
+class ContainerWire(msgspec.Struct, gc=False, omit_defaults=True):
     name: str | None = None
     resources: _RequirementsWire | None = None
     resizePolicy: list[_ResizePolicyWire] | None = None
     restartPolicy: str | None = None
 
 
-class _OwnerWire(msgspec.Struct, gc=False):
+class _OwnerWire(msgspec.Struct, gc=False, omit_defaults=True):
     apiVersion: str | None = None
     kind: str | None = None
     name: str | None = None
     controller: bool | None = None
 
 
-class _LabelsWire(msgspec.Struct, gc=False):
+class _LabelsWire(msgspec.Struct, gc=False, omit_defaults=True):
     mode: str | None = msgspec.field(default=None, name=MODE_LABEL)
 
 
 _NO_LABELS_WIRE: Final = _LabelsWire()
 
 
-class _AnnotationsWire(msgspec.Struct, gc=False):
+class _AnnotationsWire(msgspec.Struct, gc=False, omit_defaults=True):
     status: str | None = msgspec.field(default=None, name=STATUS_ANNOTATION)
     max_cpu: str | None = msgspec.field(default=None, name=MAX_CPU_ANNOTATION)
     mirror: str | None = msgspec.field(default=None, name=MIRROR_POD_ANNOTATION)
@@ -256,7 +257,7 @@ class _AnnotationsWire(msgspec.Struct, gc=False):
 _NO_ANNOTATIONS: Final = _AnnotationsWire()
 
 
-class _MetadataWire(msgspec.Struct, gc=False):
+class _MetadataWire(msgspec.Struct, gc=False, omit_defaults=True):
     name: str | None = None
     namespace: str | None = None
     uid: str | None = None
@@ -267,7 +268,7 @@ class _MetadataWire(msgspec.Struct, gc=False):
     ownerReferences: list[_OwnerWire] | None = None
 
 
-class PodSpecWire(msgspec.Struct, gc=False):
+class PodSpecWire(msgspec.Struct, gc=False, omit_defaults=True):
     nodeName: str | None = None
     containers: list[ContainerWire] | None = None
     initContainers: list[ContainerWire] | None = None
@@ -276,21 +277,21 @@ class PodSpecWire(msgspec.Struct, gc=False):
     overhead: _QuantitiesWire | None = None
 
 
-class _ConditionWire(msgspec.Struct, gc=False):
+class _ConditionWire(msgspec.Struct, gc=False, omit_defaults=True):
     type: str | None = None
     status: str | None = None
     reason: str | None = None
     message: str | None = None
 
 
-class _StatusWire(msgspec.Struct, gc=False):
+class _StatusWire(msgspec.Struct, gc=False, omit_defaults=True):
     phase: str | None = None
     qosClass: str | None = None
     observedGeneration: int | None = None
     conditions: list[_ConditionWire] | None = None
 
 
-class PodWire(msgspec.Struct, gc=False):
+class PodWire(msgspec.Struct, gc=False, omit_defaults=True):
     metadata: _MetadataWire | None = None
     spec: PodSpecWire | None = None
     status: _StatusWire | None = None

@@ -22,7 +22,7 @@ from app.core.config import settings_for_pod
 from app.core.decision import pod_gate, vpa_targets
 from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.placement import placement
-from app.core.pods import excluding, pod_info_from_dict
+from app.core.pods import PodWire, excluding, pod_info_from_dict
 from app.core.policy import seed_limits, seed_pod_limit
 from app.core.quantity import QuantityError
 from webhook.cache import AdmissionCache, Unavailable
@@ -30,58 +30,32 @@ from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch, pod_limit_patch
-from webhook.shapes import BOOLEAN, INTEGER, QUANTITY, STRING, STRING_MAP, fields, list_of, map_of
+from webhook.shapes import STRING, STRING_MAP, fields, list_of, merged, shape_of
 
-_QUANTITIES: Final = map_of(QUANTITY)
-_REQUIREMENTS: Final = fields(requests=_QUANTITIES, limits=_QUANTITIES)
-_CONTAINER: Final = fields(
-    name=STRING,
-    restartPolicy=STRING,
-    resources=_REQUIREMENTS,
-    resizePolicy=list_of(fields(resourceName=STRING, restartPolicy=STRING)),
-)
 _NODE_SELECTOR_REQUIREMENTS: Final = list_of(
     fields(key=STRING, operator=STRING, values=list_of(STRING))
 )
 _NODE_SELECTOR_TERM: Final = fields(
     matchExpressions=_NODE_SELECTOR_REQUIREMENTS, matchFields=_NODE_SELECTOR_REQUIREMENTS
 )
-# Everything of a pod that this handler reads (through ``pod_info_from_dict``,
-# ``settings_for_pod``, ``placement``, ``limits_patch`` and ``pod_limit_patch``).
-POD_SHAPE: Final = fields(
-    metadata=fields(
-        name=STRING,
-        namespace=STRING,
-        uid=STRING,
-        generation=INTEGER,
-        deletionTimestamp=STRING,
-        labels=STRING_MAP,
-        annotations=STRING_MAP,
-        ownerReferences=list_of(
-            fields(apiVersion=STRING, kind=STRING, name=STRING, controller=BOOLEAN)
-        ),
-    ),
-    spec=fields(
-        nodeName=STRING,
-        nodeSelector=STRING_MAP,
-        affinity=fields(
-            nodeAffinity=fields(
-                requiredDuringSchedulingIgnoredDuringExecution=fields(
-                    nodeSelectorTerms=list_of(_NODE_SELECTOR_TERM)
+# Everything of a pod that this handler reads: what ``pod_info_from_dict`` decodes (its
+# schema, ``PodWire``), the whole label and annotation maps, and the node selection that
+# ``settings_for_pod`` and ``placement`` read.
+POD_SHAPE: Final = merged(
+    shape_of(PodWire),
+    fields(
+        metadata=fields(labels=STRING_MAP, annotations=STRING_MAP),
+        spec=fields(
+            nodeSelector=STRING_MAP,
+            affinity=fields(
+                nodeAffinity=fields(
+                    requiredDuringSchedulingIgnoredDuringExecution=fields(
+                        nodeSelectorTerms=list_of(_NODE_SELECTOR_TERM)
+                    )
                 )
-            )
+            ),
+            tolerations=list_of(fields(key=STRING, operator=STRING, value=STRING, effect=STRING)),
         ),
-        tolerations=list_of(fields(key=STRING, operator=STRING, value=STRING, effect=STRING)),
-        containers=list_of(_CONTAINER),
-        initContainers=list_of(_CONTAINER),
-        resources=_REQUIREMENTS,
-        overhead=_QUANTITIES,
-    ),
-    status=fields(
-        phase=STRING,
-        qosClass=STRING,
-        observedGeneration=INTEGER,
-        conditions=list_of(fields(type=STRING, status=STRING, reason=STRING, message=STRING)),
     ),
 )
 
