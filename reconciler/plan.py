@@ -5,8 +5,7 @@ only through `Executor`, so deciding never reaches into the lanes that write.
 
 from collections.abc import Hashable, Mapping, Set
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Protocol
 
 from app.core.config import Settings
 from app.core.decision import Remembered
@@ -75,18 +74,13 @@ class NodePlan:
     reports: list[tuple[str, str, Hashable]] = field(default_factory=list)
 
 
-_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
-_UNREPORTED: Final = object()
-
-
 @dataclass(frozen=True, slots=True)
 class Recall:
     """What the executor remembers and what it wrote that the cache does not show yet,
     read-only, for one reconcile."""
 
+    # Back-offs and the reports acted on.
     remembered: Remembered
-    # By topic, the marker of each pod's report acted on.
-    reported: Mapping[str, Mapping[str, Hashable]]
     # Accepted resizes the watch has not shown: uid -> (generation, target).
     resized: Mapping[str, tuple[int | None, int]]
     # Status annotations queued and not yet written, by pod key.
@@ -95,11 +89,6 @@ class Recall:
     annotated: Mapping[str, str]
     # Pods whose status annotation someone else edited since Headroom last wrote it.
     edited: Set[str]
-
-    def new_report(self, uid: str, topic: str, marker: Hashable) -> bool:
-        """Whether ``topic`` with this ``marker`` has not been acted on for the pod yet."""
-        acted: Hashable = self.reported.get(topic, _NOTHING).get(uid, _UNREPORTED)
-        return acted != marker
 
     def resize_unseen(self, pod: PodInfo, target_m: int) -> bool:
         """Whether a resize of the pod to ``target_m`` was accepted and the watch has not

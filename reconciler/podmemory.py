@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from app.core.config import Settings
-from app.core.decision import INFEASIBLE, Backoff, Remembered
+from app.core.decision import Backoff, Remembered
 from reconciler.plan import Recall
 
 
@@ -30,7 +30,7 @@ class PodMemory:
         self._clock = clock
         self._backoff: dict[str, Backoff] = {}
         # By topic, the marker of each pod's report acted on.
-        self._reported: dict[str, dict[str, Hashable]] = {INFEASIBLE: {}}
+        self._reported: dict[str, dict[str, Hashable]] = {}
         self._resized: dict[str, tuple[int | None, int]] = {}
         self._annotated: dict[str, str] = {}
         # Pods whose status annotation someone else edited since Headroom last wrote it.
@@ -42,9 +42,8 @@ class PodMemory:
             remembered=Remembered(
                 now=self._clock(),
                 backoffs=MappingProxyType(self._backoff),
-                infeasible_reported=MappingProxyType(self._reported[INFEASIBLE]),
+                reported=MappingProxyType(self._reported),
             ),
-            reported=MappingProxyType(self._reported),
             resized=MappingProxyType(self._resized),
             queued=queued,
             annotated=MappingProxyType(self._annotated),

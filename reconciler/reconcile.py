@@ -149,13 +149,15 @@ class NodeReconciler:
                 )
             )
         for pod in (*(r.pod for r in decision.result.pods), *decision.backed_off):
-            if pod.resize_pending == DEFERRED and recall.new_report(
+            if pod.resize_pending == DEFERRED and recall.remembered.new_report(
                 pod.uid, DEFERRED, pod.report_generation
             ):
                 plan.reports.append((pod.uid, DEFERRED, pod.report_generation))
                 self._metrics.count(Result.DEFERRED)
             warning = pod.max_cpu_warning
-            if warning is not None and recall.new_report(pod.uid, INVALID_MAX_CPU, warning):
+            if warning is not None and recall.remembered.new_report(
+                pod.uid, INVALID_MAX_CPU, warning
+            ):
                 plan.reports.append((pod.uid, INVALID_MAX_CPU, warning))
                 plan.explanations.append(Explain(pod, warning=(INVALID_MAX_CPU, warning)))
         return retry

@@ -53,6 +53,7 @@ class Backoff:
 
 
 _NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
+_UNREPORTED: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +62,8 @@ class Remembered:
 
     now: float = 0.0
     backoffs: Mapping[str, Backoff] = field(default_factory=lambda: _NOTHING)
-    # The marker (the pod's report generation) of each pod's Infeasible report acted on.
-    infeasible_reported: Mapping[str, Hashable] = field(default_factory=lambda: _NOTHING)
+    # By topic (``INFEASIBLE``, ...), the marker of each pod's report acted on.
+    reported: Mapping[str, Mapping[str, Hashable]] = field(default_factory=lambda: _NOTHING)
 
     def backoff_remaining(self, pod: PodInfo, settings: Settings) -> float:
         """Seconds left in the pod's back-off window under the node's ``settings``; 0 when
@@ -74,10 +75,12 @@ class Remembered:
 
     def infeasible_acknowledged(self, pod: PodInfo) -> bool:
         """Whether the pod's current Infeasible report has been acted on already."""
-        return (
-            pod.uid in self.infeasible_reported
-            and self.infeasible_reported[pod.uid] == pod.report_generation
-        )
+        return not self.new_report(pod.uid, INFEASIBLE, pod.report_generation)
+
+    def new_report(self, uid: str, topic: str, marker: Hashable) -> bool:
+        """Whether ``topic`` with this ``marker`` has not been acted on for the pod yet."""
+        acted: Hashable = self.reported.get(topic, _NOTHING).get(uid, _UNREPORTED)
+        return acted != marker
 
 
 # Nothing remembered: a pod reporting Infeasible is backed off from its status alone.

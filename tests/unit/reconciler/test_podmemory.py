@@ -43,10 +43,10 @@ def test_a_report_is_new_once_per_marker() -> None:
     memory = PodMemory(clock=FakeClock())
     memory.note_report("u1", "Infeasible", marker=2)
     recall = memory.recall({})
-    assert not recall.new_report("u1", "Infeasible", 2)
-    assert recall.new_report("u1", "Deferred", 2)
-    assert recall.new_report("u2", "Infeasible", 2)
-    assert recall.new_report("u1", "Infeasible", 3)
+    assert not recall.remembered.new_report("u1", "Infeasible", 2)
+    assert recall.remembered.new_report("u1", "Deferred", 2)
+    assert recall.remembered.new_report("u2", "Infeasible", 2)
+    assert recall.remembered.new_report("u1", "Infeasible", 3)
 
 
 def test_retain_forgets_pods_that_left_and_ended_back_offs() -> None:
@@ -63,6 +63,6 @@ def test_retain_forgets_pods_that_left_and_ended_back_offs() -> None:
     memory.retain(["kept", "ended"])
     recall = memory.recall({})
     assert set(recall.remembered.backoffs) == {"kept"}
-    assert not recall.new_report("kept", "Infeasible", 1)
-    assert recall.new_report("gone", "Infeasible", 1)
+    assert not recall.remembered.new_report("kept", "Infeasible", 1)
+    assert recall.remembered.new_report("gone", "Infeasible", 1)
     assert set(recall.resized) == set(recall.annotated) == {"kept"}

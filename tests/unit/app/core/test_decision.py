@@ -5,7 +5,7 @@ import pytest
 
 from app.core.cluster import NamespaceFacts
 from app.core.config import DEFAULT_SETTINGS, Settings
-from app.core.decision import FROM_STATUS, Backoff, Remembered, vpa_targets
+from app.core.decision import FROM_STATUS, INFEASIBLE, Backoff, Remembered, vpa_targets
 from app.core.pods import OwnerRef
 from app.core.pods import owner_ref as ref
 from app.core.views import vpa_view
@@ -104,6 +104,6 @@ def test_a_remembered_back_off_is_read_at_its_instant(
 def test_an_infeasible_report_is_acknowledged_once_acted_on(
     reported: dict[str, Any], acknowledged: bool
 ) -> None:
-    remembered = Remembered(infeasible_reported=reported)
+    remembered = Remembered(reported={INFEASIBLE: reported})
     assert remembered.infeasible_acknowledged(BACKED_OFF) is acknowledged
     assert not FROM_STATUS.infeasible_acknowledged(BACKED_OFF)
