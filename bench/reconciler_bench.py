@@ -58,7 +58,7 @@ import orjson
 from app.core import apipaths
 from app.core.config import Settings
 from app.core.pods import decode_pod, pod_info
-from app.io.http import KubeHttp
+from app.io.http import KubeHttp, Request
 from app.io.kubeconfig import async_api_client
 from app.io.reflector import DEFAULT_PAGE_SIZE, cache_reflectors
 from devcluster import ControlPlane, locate_binaries
@@ -127,7 +127,7 @@ async def create_all(
         while not queue.empty():
             path, body = queue.get_nowait()
             for _ in range(5):
-                response = await api.request("POST", path, body=body)
+                response = await api.request(Request("POST", path, body))
                 if response.ok or response.code == 409:
                     created.append((time.time(), body))
                     break
@@ -407,8 +407,8 @@ async def paged_list_seconds(api: KubeHttp) -> tuple[float, int]:
     started = time.perf_counter()
     token, pages = "", 0
     while True:
-        query = [("limit", str(DEFAULT_PAGE_SIZE))] + ([("continue", token)] if token else [])
-        body = (await api.request("GET", apipaths.PODS.path(), query=query)).body
+        query = (("limit", str(DEFAULT_PAGE_SIZE)),) + ((("continue", token),) if token else ())
+        body = (await api.request(Request("GET", apipaths.PODS.path(), query=query))).body
         pages += 1
         token = orjson.loads(body)["metadata"].get("continue") or ""
         if not token:
@@ -517,7 +517,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, work: Path) -> list
             f"{listed:.2f} s = {listed / max(1, args.pods) * 1e6:.0f} us per pod ({pages} pages)",
         )
     )
-    page = (await api.request("GET", apipaths.PODS.path(), query=[("limit", "500")])).body
+    page = (await api.request(Request("GET", apipaths.PODS.path(), query=(("limit", "500"),)))).body
     cost = statistics.median(decode_cost(page) for _ in range(5))
     report.append(("decode+strip one pod from a page of 500", f"{cost:.0f} us"))
 

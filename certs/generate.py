@@ -144,17 +144,9 @@ def _start(
 
 def _key_usage(*, ca: bool) -> x509.KeyUsage:
     """Signing only; a CA also signs certificates and revocation lists."""
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
-    )
+    unused = ("content_commitment", "key_encipherment", "data_encipherment", "key_agreement")
+    off = dict.fromkeys((*unused, "encipher_only", "decipher_only"), False)
+    return x509.KeyUsage(digital_signature=True, key_cert_sign=ca, crl_sign=ca, **off)
 
 
 def _cert_pem(cert: x509.Certificate) -> bytes:

@@ -18,7 +18,7 @@ from app.core.quantity import format_cpu_millis
 from app.io.http import KubeHttp
 from app.io.kubeconfig import async_api_client
 from kubectl_headroom import simulate_cli, version
-from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_OK, error
+from kubectl_headroom.exits import Exit, error
 from kubectl_headroom.explain import as_dict, explain_pod, render
 from kubectl_headroom.failures import FAILURES, report
 from kubectl_headroom.kubeconfig import Target, resolve
@@ -51,7 +51,7 @@ async def _run(args: argparse.Namespace, target: Target) -> int:
         if args.command == "version":
             server = await http.get(apipaths.VERSION_PATH)
             version.show(args.output, server=str(server.get("gitVersion", "")))
-            return EXIT_OK
+            return Exit.OK
         state = await fetch_state(http)
         settings, config_problem = state.settings()
         if config_problem:
@@ -76,7 +76,7 @@ def _preflight(state: ClusterState, settings: Settings, args: argparse.Namespace
         print(f"\n{blockers} blocker(s), {len(findings) - blockers} other finding(s)")
     else:
         print("preflight passed: no findings")
-    return EXIT_BLOCKED if blockers else EXIT_OK
+    return Exit.BLOCKED if blockers else Exit.OK
 
 
 async def _status(
@@ -96,7 +96,7 @@ async def _status(
     )
     if args.output != "table":
         emit(status.as_dict(), args.output)
-        return EXIT_OK
+        return Exit.OK
     print(f"Mode:               {status.mode}")
     print(f"Config:             {'HeadroomConfig/cluster' if status.configured else 'none'}")
     print(f"Ready:              {status.ready}")
@@ -112,7 +112,7 @@ async def _status(
     if status.recent:
         rows = [[r["time"], r["reason"], r["object"], r["message"]] for r in status.recent]
         print(f"\n{render_table(['TIME', 'REASON', 'POD', 'MESSAGE'], rows)}")
-    return EXIT_OK
+    return Exit.OK
 
 
 async def _explain(
@@ -154,7 +154,7 @@ async def _explain(
     else:
         # One POD prints as itself, a -l selection as a list.
         emit(documents[0] if args.pod is not None else {"items": documents}, args.output)
-    return EXIT_OK
+    return Exit.OK
 
 
 class _Explainer:

@@ -5,7 +5,7 @@ from typing import Final
 
 from app.io.http import ApiError, ApiUnavailable
 from app.io.kubeconfig import KubeConfigError
-from kubectl_headroom.exits import EXIT_DENIED, EXIT_ERROR, EXIT_KUBECONFIG, EXIT_UNREACHABLE
+from kubectl_headroom.exits import Exit
 from kubectl_headroom.kubeconfig import KubeconfigProblem, Target
 
 PERMISSIONS: Final = "docs/operator-runbook.md#plugin-permissions"
@@ -29,14 +29,14 @@ class Report:
 
 def report(err: Failure, *, target: Target | None, command: str) -> Report:
     if isinstance(err, KubeconfigProblem):
-        return Report(str(err), EXIT_KUBECONFIG)
+        return Report(str(err), Exit.KUBECONFIG)
     where = "the cluster" if target is None else target.describe()
     if isinstance(err, KubeConfigError):
         # What the client still refuses once the files read well: a certificate file that
         # is missing, an exec credential plugin that fails.
         return Report(
             f"cannot use {where}: {err.__cause__ or err}: fix its cluster or user entry",
-            EXIT_KUBECONFIG,
+            Exit.KUBECONFIG,
         )
     server = "" if target is None else f" {target.server}"
     if isinstance(err, ApiUnavailable):
@@ -44,18 +44,18 @@ def report(err: Failure, *, target: Target | None, command: str) -> Report:
             f"cannot reach the API server{server} ({where}): {err}: check that the cluster "
             "is up and reachable from here, and the kubeconfig's server address and "
             "certificate authority",
-            EXIT_UNREACHABLE,
+            Exit.UNREACHABLE,
         )
     if err.status == _UNAUTHORIZED:
         return Report(
             f"the API server{server} rejected the credentials of {where} (401 Unauthorized): "
             "log in again, or renew the user's token or certificate",
-            EXIT_DENIED,
+            Exit.DENIED,
         )
     if err.status == _FORBIDDEN:
         return Report(
             f"{err.message} (403 Forbidden): kubectl headroom {command} needs get and list on "
             f"what it reads; ask for them (see {PERMISSIONS})",
-            EXIT_DENIED,
+            Exit.DENIED,
         )
-    return Report(f"the API server answered {err}", EXIT_ERROR)
+    return Report(f"the API server answered {err}", Exit.ERROR)

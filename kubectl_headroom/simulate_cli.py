@@ -6,7 +6,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from kubectl_headroom.exits import EXIT_ERROR, error
+from kubectl_headroom.exits import Exit, error
 from kubectl_headroom.labelselector import SelectorSyntaxError, parse_selector
 from kubectl_headroom.output import add_output, emit
 from kubectl_headroom.simulate import SortKey, WhatIf, select, simulate
@@ -77,7 +77,7 @@ async def _run(args: argparse.Namespace, *, read: Reader | None) -> int:
         problems = err.problems if isinstance(err, WhatIfError) else (str(err),)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
-        return EXIT_ERROR
+        return Exit.ERROR
     what_if = WhatIf(enroll=frozenset(args.enroll), unenroll=frozenset(args.unenroll))
     simulation = simulate(snapshot, settings, what_if=what_if, progress=progress.computed)
     progress.done()

@@ -15,6 +15,7 @@ from typing import Final
 from app.core.config import Settings
 from reconciler.activity import Activity
 from reconciler.explanations import Explanations
+from reconciler.gate import Outlet
 from reconciler.plan import NodePlan, Recall
 from reconciler.podmemory import PodMemory
 from reconciler.ratelimit import Limiters
@@ -28,15 +29,25 @@ EXPLAIN_WORKERS: Final = 16
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class Actuator:
+    """Carries out what reconciles plan, through the two writing lanes, and owns what
+    they remember about pods."""
+
     memory: PodMemory
     explanations: Explanations
     resizer: Resizer
-    activity: Activity
+    outlet: Outlet
     limiters: Limiters
 
     def retune(self, settings: Settings) -> None:
         """The config changed: pace the writes as it now says."""
         self.limiters.retune(settings)
+
+    @property
+    def activity(self) -> Activity:
+        return self.outlet.activity
+
+    def may_write(self) -> bool:
+        return self.outlet.gate.may_write()
 
     def recall(self) -> Recall:
         return self.memory.recall(self.explanations.queued)

@@ -12,11 +12,11 @@ from typing import Any
 
 from app.core.explain import event_message
 from app.core.quantity import format_cpu_millis
-from reconciler.bodies import RESIZE_FORBIDDEN
+from reconciler.bodies import EventReason
 from reconciler.explanations import Explanations
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Answer, Result, classify, result_of
-from reconciler.plan import ResizePlan, pod_context, seconds_text
+from reconciler.plan import ResizePlan, pod_context, resize_unseen, seconds_text
 from reconciler.podmemory import PodMemory
 from reconciler.requeue import APPLIED, CONFLICT, UNAVAILABLE, Kind, Outcome
 
@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class ResizeAnswers:
+    """Acts on each resize's answer: counts, remembers, explains it and reports the
+    node's outcome."""
+
     memory: PodMemory
     explanations: Explanations
     metrics: ReconcilerMetrics
@@ -32,8 +35,7 @@ class ResizeAnswers:
 
     def applied_unseen(self, plan: ResizePlan) -> bool:
         """Whether this resize was applied already and the watch has not shown it yet."""
-        pod = plan.pod
-        return self.memory.resize_unseen(pod.uid, generation=pod.generation, target_m=plan.target_m)
+        return resize_unseen(self.memory.resized, plan.pod, plan.target_m)
 
     def unsent(self, plan: ResizePlan, reason: str) -> None:
         """The API server could not be reached, or the lane failed: try again soon."""
@@ -68,7 +70,7 @@ class ResizeAnswers:
             self.explanations.add(
                 pod,
                 warning=(
-                    RESIZE_FORBIDDEN,
+                    EventReason.RESIZE_FORBIDDEN,
                     f"resize to {target} refused ({message}); the namespace has a "
                     f"limits.cpu ResourceQuota: quota requests.cpu instead. "
                     f"Not resizing for {seconds_text(backoff)}",

@@ -5,18 +5,24 @@ Everything here is plain data so the exact JSON is testable without an API serve
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Final
 
 from app.core.labels import API_VERSION, CONFIG_KIND, CONFIG_NAME, STATUS_ANNOTATION
 from app.core.quantity import format_cpu_millis
 
+
+class EventReason(StrEnum):
+    """The reasons of the events the reconciler records (the runbook lists each)."""
+
+    CPU_LIMIT_ADJUSTED = "CPULimitAdjusted"
+    RESIZE_INFEASIBLE = "ResizeInfeasible"
+    RESIZE_FORBIDDEN = "ResizeForbidden"
+    INVALID_MAX_CPU = "InvalidMaxCPU"
+
+
 EVENT_SOURCE: Final = "headroom-reconciler"
 REPORTING_CONTROLLER: Final = "kube-headroom.dev/reconciler"
-# The events' reasons.
-CPU_LIMIT_ADJUSTED: Final = "CPULimitAdjusted"
-RESIZE_INFEASIBLE: Final = "ResizeInfeasible"
-RESIZE_FORBIDDEN: Final = "ResizeForbidden"
-INVALID_MAX_CPU: Final = "InvalidMaxCPU"
 
 
 def resize_apply_body(

@@ -12,7 +12,6 @@ cut short is resumed by the full resync that every start of leading does.
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.core.cluster import ClusterCache
@@ -29,12 +28,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class Controller:
+    """Runs the reconciler: the cache's wake-ups, the worker over the node queue,
+    leadership and the config's status."""
+
     queue: NodeQueue
     cache: ClusterCache
     reconciler: NodeReconciler
     actuator: Actuator
     status: ConfigStatus
-    may_write: Callable[[], bool]
 
     def node_dirty(self, node: str, *, prompt: bool) -> None:
         if prompt:
@@ -97,7 +98,7 @@ class Controller:
         while (node := await self.queue.get()) is not None:
             managed = self.reconciler.managed_pods, self.reconciler.managed_nodes
             try:
-                after = self.reconciler.reconcile(node) if self.may_write() else None
+                after = self.reconciler.reconcile(node) if self.actuator.may_write() else None
                 outcome = Outcome(Kind.RECONCILED, after)
             except Exception:  # one node's bug must not stop the others
                 log.exception("reconcile failed", extra={"node": node})

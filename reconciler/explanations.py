@@ -22,14 +22,13 @@ from http import HTTPStatus
 from app.core.explain import Explanation, event_message
 from app.core.pods import PodInfo
 from app.io.http import ApiUnavailable, Skipped
-from reconciler.activity import Activity
-from reconciler.bodies import CPU_LIMIT_ADJUSTED
-from reconciler.gate import WriteGate
+from reconciler.bodies import EventReason
+from reconciler.gate import Outlet
 from reconciler.plan import pod_context
 from reconciler.podmemory import PodMemory
 from reconciler.requeue import UNAVAILABLE, Outcome
 from reconciler.workqueue import DelayQueue
-from reconciler.writer import Writer, annotation_write
+from reconciler.writer import annotation_write
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +76,10 @@ class _Queued(Mapping[str, str]):
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class Explanations:
-    writer: Writer
-    gate: WriteGate
+    """The explanation lane: each pod's pending annotation and events, written in turn."""
+
+    outlet: Outlet
     memory: PodMemory
-    activity: Activity
     settling: Callable[[str], bool]
     report: Callable[[str, Outcome], None]
     _pending: dict[str, _Pending] = field(default_factory=dict, init=False)
@@ -90,7 +89,7 @@ class Explanations:
     _writing: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
-        self.activity.watch(self.busy)
+        self.outlet.activity.watch(self.busy)
 
     def add(
         self,
@@ -118,7 +117,7 @@ class Explanations:
         if warning is not None:
             reason, message = warning
             pending.warnings[reason] = message
-        self.activity.worked()
+        self.outlet.activity.worked()
 
     @property
     def queued(self) -> Mapping[str, str]:
@@ -163,7 +162,7 @@ class Explanations:
             if key in self._pending:
                 # More to write about this pod: back in line, after the others.
                 self._line.add(key)
-            self.activity.check()
+            self.outlet.activity.check()
 
     async def _write_next(self, key: str) -> None:
         """Write one of the pod's pending explanations."""
@@ -176,7 +175,7 @@ class Explanations:
 
         def precondition(pod: PodInfo = pod) -> bool:
             nonlocal blocked
-            blocked = self.gate.explanation_blocked(pod)
+            blocked = self.outlet.gate.explanation_blocked(pod)
             return blocked is None
 
         try:
@@ -201,7 +200,7 @@ class Explanations:
             # Noted before sending: the watch may deliver the change before the answer.
             self.memory.note_annotation(pod.uid, text)
             try:
-                response = await self.writer.send(
+                response = await self.outlet.writer.send(
                     annotation_write(pod, text), precondition=precondition
                 )
             except (Skipped, ApiUnavailable):
@@ -224,17 +223,19 @@ class Explanations:
 
             def still_wanted() -> bool:
                 # A "would" event is stale once enforcing (the real change gets its own).
-                return precondition() and (not dry_run or self.gate.dry_run_now(pod.node_name))
+                return precondition() and (
+                    not dry_run or self.outlet.gate.dry_run_now(pod.node_name)
+                )
 
-            await self.writer.event(
+            await self.outlet.writer.event(
                 pod,
-                reason=CPU_LIMIT_ADJUSTED,
+                reason=EventReason.CPU_LIMIT_ADJUSTED,
                 message=adjusted.message(),
                 warning=False,
                 precondition=still_wanted,
             )
             return
         reason, message = pending.warnings.popitem()
-        await self.writer.event(
+        await self.outlet.writer.event(
             pod, reason=reason, message=message, warning=True, precondition=precondition
         )

@@ -9,40 +9,50 @@ has been observed.
 """
 
 from collections.abc import Callable
-from typing import Final
+from dataclasses import dataclass
+from enum import StrEnum
 
 from app.core.cluster import ClusterCache, target_view
 from app.core.config import Settings, settings_for_node
 from app.core.decision import pod_gate
 from app.core.pods import PodInfo, excluding
 from app.core.policy import ContainerLimit
-
-NOT_LEADING: Final = "not leading"
-INVALID_CONFIG: Final = "config invalid"
-CONFIG_CHANGED: Final = "config changed"
-DRY_RUN: Final = "dry-run"
-POD_GONE: Final = "pod gone"
-POD_CHANGED: Final = "pod changed"
-AT_TARGET: Final = "already at target"
+from reconciler.activity import Activity
+from reconciler.writer import Writer
 
 
+class Blocked(StrEnum):
+    """Why a planned write is not sent (logged)."""
+
+    NOT_LEADING = "not leading"
+    INVALID_CONFIG = "config invalid"
+    CONFIG_CHANGED = "config changed"
+    DRY_RUN = "dry-run"
+    POD_GONE = "pod gone"
+    POD_CHANGED = "pod changed"
+    AT_TARGET = "already at target"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WriteGate:
-    def __init__(self, *, cache: ClusterCache, may_write: Callable[[], bool]) -> None:
-        self._cache = cache
-        self._may_write = may_write
+    """Checks a planned write against the cache right before it is sent."""
+
+    cache: ClusterCache
+    # Leading: only the leader writes.
+    may_write: Callable[[], bool]
 
     def bookings_moved(self, plan_node: str, bookings: int) -> bool:
         """Whether the node's pods changed what targets depend on since a plan counted
         ``bookings``."""
-        return self._cache.bookings(plan_node) != bookings
+        return self.cache.bookings(plan_node) != bookings
 
     def dry_run_now(self, node: str) -> bool:
         return self._node_settings(node).dry_run
 
     def _node_settings(self, node_name: str) -> Settings:
         """The settings in force on a node now: its pool's overrides applied."""
-        settings = self._cache.config.settings
-        node = self._cache.nodes.get(node_name)
+        settings = self.cache.config.settings
+        node = self.cache.nodes.get(node_name)
         return settings if node is None else settings_for_node(settings, node.labels)[0]
 
     def resize_blocked(
@@ -66,22 +76,22 @@ class WriteGate:
             return reason
         current = self._node_settings(planned.node_name)
         if current.dry_run:
-            return DRY_RUN
+            return Blocked.DRY_RUN
         if current != settings:
-            return CONFIG_CHANGED
-        whole = self._cache.pods.get(planned.key)
+            return Blocked.CONFIG_CHANGED
+        whole = self.cache.pods.get(planned.key)
         if whole is None:
-            return POD_CHANGED
+            return Blocked.POD_CHANGED
         cached = excluding(whole, settings.excluded_containers)
         # The excluded containers' limits are named as they were planned, to keep them:
         # one that moved since would be set back.
         if target_view(cached) != target_view(planned) or _kept(cached) != _kept(planned):
-            return POD_CHANGED
+            return Blocked.POD_CHANGED
         if cached.pod_resources is not None:
-            return AT_TARGET if cached.limit_m == target_m else None
+            return Blocked.AT_TARGET if cached.limit_m == target_m else None
         applied = {(c.name, c.sidecar): c.cpu_limit_m for c in cached.cpu_containers}
         if all(applied.get((c.name, c.sidecar)) == c.limit_m for c in limits):
-            return AT_TARGET
+            return Blocked.AT_TARGET
         return None
 
     def explanation_blocked(self, planned: PodInfo) -> str | None:
@@ -91,21 +101,31 @@ class WriteGate:
         namespace enrolled under the current config, not opted out, every other gate open
         (the gates of a node's decision, `app.core.decision.pod_gate`).
         """
-        if not self._may_write():
-            return NOT_LEADING
-        config = self._cache.config
+        if not self.may_write():
+            return Blocked.NOT_LEADING
+        config = self.cache.config
         if config.invalid is not None:
-            return INVALID_CONFIG
-        cached = self._cache.pods.get(planned.key)
+            return Blocked.INVALID_CONFIG
+        cached = self.cache.pods.get(planned.key)
         if cached is None or cached.uid != planned.uid:
-            return POD_GONE
+            return Blocked.POD_GONE
         reason = pod_gate(
             config.settings,
             excluding(cached, config.settings.excluded_containers),
-            node=self._cache.nodes.get(cached.node_name),
-            lookups=self._cache,
+            node=self.cache.nodes.get(cached.node_name),
+            lookups=self.cache,
         )
         return None if reason is None else str(reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Outlet:
+    """What both writing lanes send through: the writer, the gate each write passes right
+    before it goes out, and the activity they report their backlog to."""
+
+    writer: Writer
+    gate: WriteGate
+    activity: Activity
 
 
 def _kept(pod: PodInfo) -> list[tuple[str, int | None]]:

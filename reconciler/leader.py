@@ -35,7 +35,7 @@ from typing import Any
 
 from app.core.apipaths import LEASES
 from app.core.labels import LEASE_NAME
-from app.io.http import ApiUnavailable, Transport, failure_of
+from app.io.http import ApiUnavailable, Request, Transport, failure_of
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class LeaderElector:
         spec = {k: v for k, v in (self._lease.get("spec") or {}).items() if k != "holderIdentity"}
         spec.update({"leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now})
         lease = {**self._lease, "spec": spec}
-        failure = await failure_of(self._api.request("PUT", self._lease_path, body=lease))
+        failure = await failure_of(self._api.request(Request("PUT", self._lease_path, lease)))
         if failure is None:
             log.info("released the lease", extra={"lease": self._config.name})
         else:
@@ -169,7 +169,7 @@ class LeaderElector:
         return False
 
     async def _attempt(self, *, started: float, now: str) -> bool:
-        current = await self._api.request("GET", self._lease_path)
+        current = await self._api.request(Request("GET", self._lease_path))
         if current.code == _NOT_FOUND:
             body = {
                 "apiVersion": LEASES.api_version,
@@ -178,7 +178,7 @@ class LeaderElector:
                 "spec": self._spec(now=now, acquire_time=now, transitions=0),
             }
             collection = LEASES.path(namespace=self._config.namespace)
-            created = await self._api.request("POST", collection, body=body)
+            created = await self._api.request(Request("POST", collection, body))
             return self._accept(created.json() if created.ok else None, started=started)
         if not current.ok:
             log.warning("cannot read the lease: %s", current.message)
@@ -201,7 +201,9 @@ class LeaderElector:
             # The lease changes hands.
             acquire_time, transitions = now, transitions + 1
         new_spec = self._spec(now=now, acquire_time=acquire_time, transitions=transitions)
-        updated = await self._api.request("PUT", self._lease_path, body={**lease, "spec": new_spec})
+        updated = await self._api.request(
+            Request("PUT", self._lease_path, {**lease, "spec": new_spec})
+        )
         return self._accept(updated.json() if updated.ok else None, started=started)
 
     def _note_waiting(self, holder: str, *, expires_in: float) -> None:

@@ -14,14 +14,13 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any, Final
 
 from app.core.cluster import ClusterCache, Quiet, Unreadable
 from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
 from app.io.budget import Lane, WriteBudget
 from app.io.clock import Clock, LoopClock
-from app.io.flags import bind_address, boolean
+from app.io.flags import add_process_flags, bind_address, boolean
 from app.io.http import KubeHttp
 from app.io.kubeconfig import (
     DEFAULT_LEASE_NAMESPACE,
@@ -38,7 +37,7 @@ from reconciler.actuator import Actuator
 from reconciler.answers import ResizeAnswers
 from reconciler.controller import Controller
 from reconciler.explanations import Explanations
-from reconciler.gate import WriteGate
+from reconciler.gate import Outlet, WriteGate
 from reconciler.leader import ElectionConfig, LeaderElector, default_identity
 from reconciler.memory import malloc_trim, release_after_waves
 from reconciler.metrics import ReconcilerMetrics
@@ -84,20 +83,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help='address of the metrics endpoint; "0" disables it (default :8443)',
     )
     flag(
-        "--metrics-secure",
-        type=boolean,
-        nargs="?",
-        const=True,
-        default=True,
-        help="serve metrics over HTTPS behind TokenReview/SubjectAccessReview (default true)",
-    )
-    flag(
-        "--metrics-cert-path",
-        type=Path,
-        default=None,
-        help="directory with tls.crt/tls.key (and ca.crt); default: in-memory self-signed",
-    )
-    flag(
         "--health-probe-bind-address",
         type=_address,
         default=":8081",
@@ -120,9 +105,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     flag("--leader-election-lease-duration", type=_duration, default=15.0, metavar="DURATION")
     flag("--leader-election-renew-deadline", type=_duration, default=10.0, metavar="DURATION")
     flag("--leader-election-retry-period", type=_duration, default=2.0, metavar="DURATION")
-    flag("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube)")
-    flag("--log-format", choices=("json", "text"), default="json")
-    flag("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    add_process_flags(parser)
     args = parser.parse_args(argv)
     if args.leader_election_renew_deadline >= args.leader_election_lease_duration:
         parser.error("--leader-election-renew-deadline must be shorter than the lease duration")
@@ -305,7 +288,6 @@ def build_controller(
             may_write=may_write,
             clock=clock,
         ),
-        may_write=may_write,
     )
     cache.listen(controller)
     return controller
@@ -322,34 +304,26 @@ def build_actuator(
 ) -> Actuator:
     """The two writing lanes over one memory of pods, reporting outcomes to ``queue``."""
     memory = PodMemory(clock=clock)
-    activity = Activity(clock=clock)
+    outlet = Outlet(writer=writer, gate=gate, activity=Activity(clock=clock))
     report = partial(requeue, queue)
     explanations = Explanations(
-        writer=writer,
-        gate=gate,
+        outlet=outlet,
         memory=memory,
-        activity=activity,
         # A node due for another look, or with resizes still to send, is settling.
         settling=lambda node: node in queue or resizer.resizing(node),
         report=report,
     )
     resizer = Resizer(
-        writer=writer,
-        gate=gate,
+        outlet=outlet,
         answers=ResizeAnswers(
             memory=memory, explanations=explanations, metrics=metrics, report=report
         ),
         buckets=limiters.pace,
         nodes=queue,
-        activity=activity,
         clock=clock,
     )
     return Actuator(
-        memory=memory,
-        explanations=explanations,
-        resizer=resizer,
-        activity=activity,
-        limiters=limiters,
+        memory=memory, explanations=explanations, resizer=resizer, outlet=outlet, limiters=limiters
     )
 
 

@@ -90,11 +90,6 @@ class Recall:
     # Pods whose status annotation someone else edited since Headroom last wrote it.
     edited: Set[str]
 
-    def resize_unseen(self, pod: PodInfo, target_m: int) -> bool:
-        """Whether a resize of the pod to ``target_m`` was accepted and the watch has not
-        shown it yet: the pod's limit is the target now."""
-        return self.resized.get(pod.uid) == (pod.generation, target_m)
-
     def annotation(self, pod: PodInfo) -> str | None:
         """The pod's status annotation: queued, written and not yet seen, or cached."""
         return self.queued.get(pod.key) or self.annotated.get(pod.uid, pod.status_annotation)
@@ -111,6 +106,15 @@ class Executor(Protocol):
 
     def forget_node(self, node: str) -> None:
         """Drop what is kept about a node that is gone."""
+
+
+def resize_unseen(
+    resized: Mapping[str, tuple[int | None, int]], pod: PodInfo, target_m: int
+) -> bool:
+    """Whether a resize of the pod to ``target_m`` was accepted and the watch has not shown
+    it yet (`Recall.resized`): the pod's limit is the target now, and patching again would
+    be a duplicate."""
+    return resized.get(pod.uid) == (pod.generation, target_m)
 
 
 def pod_context(pod: PodInfo) -> dict[str, str]:

@@ -44,7 +44,7 @@ class PodMemory:
                 backoffs=MappingProxyType(self._backoff),
                 reported=MappingProxyType(self._reported),
             ),
-            resized=MappingProxyType(self._resized),
+            resized=self.resized,
             queued=queued,
             annotated=MappingProxyType(self._annotated),
             edited=self._edited,
@@ -68,13 +68,9 @@ class PodMemory:
         """Remember an accepted resize until the pod's watch event shows it."""
         self._resized[uid] = (generation, target_m)
 
-    def resize_unseen(self, uid: str, *, generation: int | None, target_m: int) -> bool:
-        """Whether this exact resize was accepted and the cache has not caught up yet.
-
-        An accepted resize bumps the pod's generation; until the watch delivers that, the
-        cached pod still shows the old limit, and patching again would be a duplicate.
-        """
-        return self._resized.get(uid) == (generation, target_m)
+    @property
+    def resized(self) -> Mapping[str, tuple[int | None, int]]:
+        return MappingProxyType(self._resized)
 
     def note_annotation(self, uid: str, text: str) -> None:
         """Remember an annotation about to be written, until the pod's watch event shows it."""

@@ -20,7 +20,7 @@ None.
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.core.cluster import ClusterCache
@@ -28,7 +28,7 @@ from app.core.config import Settings
 from app.core.decision import DEFERRED, INFEASIBLE, NodeDecision, decide_node
 from app.core.explain import annotated_target, explain, status_annotation
 from app.core.policy import PATCH_REASONS, PodResult, Reason, decide
-from reconciler.bodies import INVALID_MAX_CPU, RESIZE_INFEASIBLE
+from reconciler.bodies import EventReason
 from reconciler.metrics import ReconcilerMetrics
 from reconciler.outcomes import Result
 from reconciler.plan import (
@@ -39,6 +39,7 @@ from reconciler.plan import (
     ResizePlan,
     Round,
     pod_context,
+    resize_unseen,
     seconds_text,
 )
 
@@ -59,26 +60,22 @@ class _NodeTally:
 _NO_TALLY = _NodeTally(series=frozenset(), managed=0, deferred=0)
 
 
+# Not slotted: tests replace `reconcile` on an instance.
+@dataclass(eq=False, kw_only=True)
 class NodeReconciler:
-    def __init__(
-        self,
-        *,
-        cache: ClusterCache,
-        executor: Executor,
-        metrics: ReconcilerMetrics,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self._cache = cache
-        self._executor = executor
-        self._metrics = metrics
-        self._clock = clock
-        self._wall_clock = wall_clock
-        self._tallies: dict[str, _NodeTally] = {}
-        # Managed pods across all nodes: the sum of the tallies.
-        self.managed_pods = 0
-        self._deferred_total = 0
-        self._pool_managed: dict[str, int] = {}
+    """Reconciles one node at a time: decides, records the node's gauges, and hands the
+    plan to the executor."""
+
+    cache: ClusterCache
+    executor: Executor
+    metrics: ReconcilerMetrics
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    _tallies: dict[str, _NodeTally] = field(default_factory=dict, init=False)
+    # Managed pods across all nodes: the sum of the tallies.
+    managed_pods: int = field(default=0, init=False)
+    _deferred_total: int = field(default=0, init=False)
+    _pool_managed: dict[str, int] = field(default_factory=dict, init=False)
 
     @property
     def managed_nodes(self) -> int:
@@ -86,37 +83,37 @@ class NodeReconciler:
 
     def reconcile(self, node_name: str) -> float | None:
         """Compute the node's targets and plan its writes; the delay until its next look."""
-        round_ = Round(metrics=self._metrics, started=self._clock())
+        round_ = Round(metrics=self.metrics, started=self.clock())
         try:
-            view = self._cache.node_view(node_name)
+            view = self.cache.node_view(node_name)
             if view is None:
                 self.forget_node(node_name)
                 return None
-            if self._cache.config.invalid is not None:
+            if self.cache.config.invalid is not None:
                 return None
-            recall = self._executor.recall()
-            decision = decide_node(view, self._cache.settings, remembered=recall.remembered)
+            recall = self.executor.recall()
+            decision = decide_node(view, self.cache.settings, remembered=recall.remembered)
             plan = NodePlan(unplanned=[pod.key for pod, _ in decision.unmanaged])
             retry = self._note(decision, plan, recall)
             self._record(decision)
             plan_node(
                 decision,
                 plan,
-                bookings=self._cache.bookings(node_name),
+                bookings=self.cache.bookings(node_name),
                 recall=recall,
-                metrics=self._metrics,
-                now=self._wall_clock(),
+                metrics=self.metrics,
+                now=self.wall_clock(),
                 round_=round_,
             )
-            self._executor.submit(plan)
+            self.executor.submit(plan)
             return retry
         finally:
-            round_.done(self._clock())
+            round_.done(self.clock())
 
     def forget_node(self, node_name: str) -> None:
         self._set_tally(node_name, None)
-        self._metrics.forget_node(node_name)
-        self._executor.forget_node(node_name)
+        self.metrics.forget_node(node_name)
+        self.executor.forget_node(node_name)
 
     def forget_all(self) -> None:
         for node_name in list(self._tallies):
@@ -128,7 +125,7 @@ class NodeReconciler:
         retry = decision.retry_after
         for pod in decision.fresh_infeasible:
             plan.reports.append((pod.uid, INFEASIBLE, pod.report_generation))
-            self._metrics.count(Result.INFEASIBLE)
+            self.metrics.count(Result.INFEASIBLE)
             plan.backoffs.append((pod.uid, backoff))
             retry = backoff if retry is None else min(retry, backoff)
             log.warning(
@@ -141,7 +138,7 @@ class NodeReconciler:
                 Explain(
                     pod,
                     warning=(
-                        RESIZE_INFEASIBLE,
+                        EventReason.RESIZE_INFEASIBLE,
                         "kubelet cannot apply the CPU limit "
                         f"({pod.resize_pending_message or 'no reason given'}); "
                         f"not resizing for {seconds_text(backoff)}",
@@ -153,22 +150,20 @@ class NodeReconciler:
                 pod.uid, DEFERRED, pod.report_generation
             ):
                 plan.reports.append((pod.uid, DEFERRED, pod.report_generation))
-                self._metrics.count(Result.DEFERRED)
-            warning = pod.max_cpu_warning
-            if warning is not None and recall.remembered.new_report(
-                pod.uid, INVALID_MAX_CPU, warning
-            ):
-                plan.reports.append((pod.uid, INVALID_MAX_CPU, warning))
-                plan.explanations.append(Explain(pod, warning=(INVALID_MAX_CPU, warning)))
+                self.metrics.count(Result.DEFERRED)
+            warning, invalid = pod.max_cpu_warning, EventReason.INVALID_MAX_CPU
+            if warning is not None and recall.remembered.new_report(pod.uid, invalid, warning):
+                plan.reports.append((pod.uid, invalid, warning))
+                plan.explanations.append(Explain(pod, warning=(invalid, warning)))
         return retry
 
     def _record(self, decision: NodeDecision) -> None:
         result = decision.result
         name = result.name
-        self._metrics.node_factor.labels(node=name).set(float(result.factor))
-        self._metrics.node_slack_cores.labels(node=name).set(max(result.slack_m, 0) / 1000)
-        self._metrics.node_allocatable_cores.labels(node=name).set(result.allocatable_m / 1000)
-        self._metrics.pod_booked_cores.set_node(
+        self.metrics.node_factor.labels(node=name).set(float(result.factor))
+        self.metrics.node_slack_cores.labels(node=name).set(max(result.slack_m, 0) / 1000)
+        self.metrics.node_allocatable_cores.labels(node=name).set(result.allocatable_m / 1000)
+        self.metrics.pod_booked_cores.set_node(
             name, (pod for pod in decision.pods if pod.books_cpu)
         )
         # A target of 0 is a pod left without a limit (the QoS guard): it has no ceiling
@@ -176,7 +171,7 @@ class NodeReconciler:
         limited = [r for r in result.pods if r.target_m > 0]
         for pod_result in limited:
             pod = pod_result.pod
-            self._metrics.pod_limit_cores.labels(namespace=pod.namespace, pod=pod.name).set(
+            self.metrics.pod_limit_cores.labels(namespace=pod.namespace, pod=pod.name).set(
                 pod_result.target_m / 1000
             )
         pods = (*(r.pod for r in result.pods), *decision.backed_off)
@@ -196,13 +191,13 @@ class NodeReconciler:
         if tally is not None:
             self._tallies[node_name] = tally
         for namespace, pod in old.series - new.series:
-            self._metrics.forget_pod(namespace=namespace, pod=pod)
+            self.metrics.forget_pod(namespace=namespace, pod=pod)
         self.managed_pods += new.managed - old.managed
         self._deferred_total += new.deferred - old.deferred
         self._count_pool(old.pool, -old.managed)
         self._count_pool(new.pool, new.managed)
-        self._metrics.pods_managed.set(self.managed_pods)
-        self._metrics.resizes_deferred.set(self._deferred_total)
+        self.metrics.pods_managed.set(self.managed_pods)
+        self.metrics.resizes_deferred.set(self._deferred_total)
 
     def _count_pool(self, pool: str | None, change: int) -> None:
         if pool is None or not change:
@@ -212,7 +207,7 @@ class NodeReconciler:
             self._pool_managed[pool] = count
         else:
             self._pool_managed.pop(pool, None)
-        self._metrics.set_pool_managed(pool, count)
+        self.metrics.set_pool_managed(pool, count)
 
 
 def plan_node(
@@ -245,7 +240,7 @@ def plan_node(
             decision.result, pod_result, dry_run=settings.dry_run, pool=decision.pool
         )
         # Accepted, and the watch has not shown it yet: the pod's limit is the target now.
-        unseen = recall.resize_unseen(pod, pod_result.target_m)
+        unseen = resize_unseen(recall.resized, pod, pod_result.target_m)
         patch = pod_result.patch and not unseen
         # A pod with pod-level resources has no container limits to set: its target is
         # the pod-level limit.

@@ -23,13 +23,12 @@ from typing import Final
 from app.core.quantity import format_cpu_millis
 from app.io.clock import Clock
 from app.io.http import ApiResponse, ApiUnavailable, Skipped
-from reconciler.activity import Activity
 from reconciler.answers import ResizeAnswers
-from reconciler.gate import AT_TARGET, WriteGate
+from reconciler.gate import Blocked, Outlet
 from reconciler.plan import ResizePlan, pod_context
 from reconciler.ratelimit import NodeBuckets
 from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, DelayQueue, NodeQueue
-from reconciler.writer import Writer, resize_write
+from reconciler.writer import resize_write
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +39,12 @@ _AFTER_RECONCILE_SECONDS: Final = 0.05
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class Resizer:
-    writer: Writer
-    gate: WriteGate
+    """The resize lane: each pod's latest plan, sent at its node's pace."""
+
+    outlet: Outlet
     answers: ResizeAnswers
     buckets: NodeBuckets
     nodes: NodeQueue
-    activity: Activity
     clock: Clock
     # The latest plan of each pod not sent yet, and the pods due at their node's pace.
     _plans: dict[str, ResizePlan] = field(default_factory=dict, init=False)
@@ -54,7 +53,7 @@ class Resizer:
 
     def __post_init__(self) -> None:
         self._due = DelayQueue(clock=self.clock)
-        self.activity.watch(self.busy)
+        self.outlet.activity.watch(self.busy)
 
     def plan(self, plan: ResizePlan) -> None:
         """Send `plan` when the rate limiters allow, replacing one still waiting."""
@@ -68,7 +67,7 @@ class Resizer:
         elif not self._due.active(key):
             self._due.add(key, delay=self.buckets.for_node(plan.pod.node_name).reserve())
         self._per_node[plan.pod.node_name] += 1
-        self.activity.worked()
+        self.outlet.activity.worked()
 
     def drop(self, key: str) -> None:
         """The latest computation needs no resize: call off one still waiting."""
@@ -77,7 +76,7 @@ class Resizer:
             self._due.discard(key)
             plan.round.done(self.clock())
             self._per_node[plan.pod.node_name] -= 1
-            self.activity.check()
+            self.outlet.activity.check()
 
     def resizing(self, node: str) -> bool:
         """Whether resizes planned for the node's pods are still waiting or in flight."""
@@ -95,7 +94,7 @@ class Resizer:
             self._due.discard(key)
         self._plans.clear()
         self._per_node.clear()
-        self.activity.check()
+        self.outlet.activity.check()
 
     def busy(self) -> bool:
         return bool(self._plans)
@@ -109,7 +108,7 @@ class Resizer:
         newer plan would replace it (sending both would resize the pod twice in one wave),
         but no longer than the debounce's own cap since the plan was made."""
         plan = self._plans.get(key)
-        if plan is None or not self.gate.bookings_moved(plan.pod.node_name, plan.bookings):
+        if plan is None or not self.outlet.gate.bookings_moved(plan.pod.node_name, plan.bookings):
             return None
         due = self.nodes.debouncing(plan.pod.node_name)
         cap = MAX_DEBOUNCE_PERIODS * plan.settings.debounce_seconds
@@ -136,7 +135,7 @@ class Resizer:
                 # Replaced while in flight: the newer plan goes next, at the node's pace.
                 node = self._plans[key].pod.node_name
                 self._due.add(key, delay=self.buckets.for_node(node).reserve())
-            self.activity.check()
+            self.outlet.activity.check()
 
     async def _send(self, key: str) -> None:
         while (plan := self._plans.get(key)) is not None:
@@ -151,7 +150,7 @@ class Resizer:
                 if self._plans.get(key) is not plan:
                     blocked = _SUPERSEDED
                 else:
-                    blocked = self.gate.resize_blocked(
+                    blocked = self.outlet.gate.resize_blocked(
                         plan.pod,
                         settings=plan.settings,
                         limits=plan.containers,
@@ -161,14 +160,14 @@ class Resizer:
 
             response: ApiResponse | None = None
             try:
-                response = await self.writer.send(
+                response = await self.outlet.writer.send(
                     resize_write(pod, plan.containers, target_m=plan.target_m),
                     precondition=precondition,
                 )
             except Skipped:
                 if blocked == _SUPERSEDED:
                     continue
-                if blocked != AT_TARGET:
+                if blocked != Blocked.AT_TARGET:
                     # Nothing is lost: a stop lifted, a config or pod change, and every start
                     # of leading each reconcile the node again.
                     log.info(

@@ -25,6 +25,8 @@ STATUS_COALESCE_SECONDS: Final = 0.25
 
 @dataclass(eq=False, kw_only=True, slots=True)
 class ConfigStatus:
+    """Writes the HeadroomConfig's status: prompt after a change, periodic otherwise."""
+
     cache: ClusterCache
     writer: Writer
     # The managed pods and nodes.

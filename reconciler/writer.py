@@ -1,17 +1,17 @@
 """Every write the reconciler makes, in one place: resize, annotation, events, config status.
 
-Each write is built as a value (`Write`) with no I/O: the method, the exact subresource,
-the field manager, the content type and the lane. None of them can touch requests, memory
-or any field other than `limits.cpu` and Headroom's annotation. `Writer.send` only sends
-one: it spends a token of the write's lane's budget (resizes and the config status: the
-resize budget; annotations and events: the explanation budget), then checks its
-precondition right before the request goes out: when it no longer holds (a stop button
-was pressed, leadership lapsed, the pod changed) nothing is sent and `Skipped` is raised.
+Each write is built as a value (`app.io.http.Request`) with no I/O: the method, the
+exact subresource, the field manager, the content type and the lane. None of them can
+touch requests, memory or any field other than `limits.cpu` and Headroom's annotation.
+`Writer.send` only sends one: it spends a token of the write's lane's budget (resizes
+and the config status: the resize budget; annotations and events: the explanation
+budget), then checks its precondition right before the request goes out: when it no
+longer holds (a stop button was pressed, leadership lapsed, the pod changed) nothing is
+sent and `Skipped` is raised.
 """
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +20,7 @@ from app.core.labels import FIELD_MANAGER
 from app.core.pods import PodInfo
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
-from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH, ApiResponse, Transport, failure_of
+from app.io.http import APPLY_PATCH, MERGE_PATCH, ApiResponse, Request, Transport, failure_of
 from reconciler.bodies import (
     annotation_patch,
     config_status_patch,
@@ -39,19 +39,7 @@ _APPLY_QUERY = (("fieldManager", FIELD_MANAGER), ("force", "true"))
 _PATCH_QUERY = (("fieldManager", FIELD_MANAGER),)
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
-    """One request that changes the cluster, as a value."""
-
-    method: str
-    path: str
-    body: Mapping[str, Any]
-    lane: Lane
-    content_type: str = JSON
-    query: tuple[tuple[str, str], ...] = ()
-
-
-def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target_m: int) -> Write:
+def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target_m: int) -> Request:
     """Server-side apply of the CPU limits on `pods/resize`, forcing ownership.
 
     A pod with pod-level resources gets `target_m` as its pod-level limit; any other pod
@@ -74,7 +62,7 @@ def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target
             containers={name: limit for name, sidecar, limit in limits if not sidecar},
             sidecars={name: limit for name, sidecar, limit in limits if sidecar},
         )
-    return Write(
+    return Request(
         "PATCH",
         apipaths.PODS.path(namespace=pod.namespace, name=pod.name, subresource="resize"),
         body,
@@ -84,8 +72,8 @@ def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target
     )
 
 
-def annotation_write(pod: PodInfo, text: str) -> Write:
-    return Write(
+def annotation_write(pod: PodInfo, text: str) -> Request:
+    return Request(
         "PATCH",
         apipaths.PODS.path(namespace=pod.namespace, name=pod.name),
         annotation_patch(text),
@@ -97,7 +85,7 @@ def annotation_write(pod: PodInfo, text: str) -> Write:
 
 def event_write(
     pod: PodInfo, *, reason: str, message: str, warning: bool, now: datetime, instance: str
-) -> Write:
+) -> Request:
     body = event_body(
         namespace=pod.namespace,
         pod=pod.name,
@@ -108,13 +96,13 @@ def event_write(
         now=now,
         instance=instance,
     )
-    return Write("POST", apipaths.EVENTS.path(namespace=pod.namespace), body, Lane.SECONDARY)
+    return Request("POST", apipaths.EVENTS.path(namespace=pod.namespace), body, Lane.SECONDARY)
 
 
-def config_status_write(status: Mapping[str, Any]) -> Write:
+def config_status_write(status: Mapping[str, Any]) -> Request:
     # The primary lane: one small write at most every few seconds, which operators read
     # (`kubectl get hcfg`) and which must not wait behind a wave of explanations.
-    return Write(
+    return Request(
         "PATCH",
         apipaths.CONFIG_STATUS,
         config_status_patch(status),
@@ -136,16 +124,8 @@ class Writer:
         self._instance = instance
         self._wall_clock = wall_clock
 
-    async def send(self, write: Write, *, precondition: Precondition) -> ApiResponse:
-        return await self._http.request(
-            write.method,
-            write.path,
-            query=write.query,
-            body=write.body,
-            content_type=write.content_type,
-            lane=write.lane,
-            precondition=precondition,
-        )
+    async def send(self, write: Request, *, precondition: Precondition) -> ApiResponse:
+        return await self._http.request(write, precondition=precondition)
 
     async def event(
         self,

@@ -29,6 +29,8 @@ class BadReview(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class GroupVersionKind:
+    """What kind of object an AdmissionReview is about."""
+
     group: str
     version: str
     kind: str

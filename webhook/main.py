@@ -11,11 +11,10 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from app.io.flags import bind_address, boolean
+from app.io.flags import add_process_flags, bind_address, directory
 from app.io.http import KubeHttp
 from app.io.kubeconfig import (
     DEFAULT_LEASE_NAMESPACE,
@@ -41,13 +40,6 @@ logger = logging.getLogger(__name__)
 _KEEP_ALIVE_SECONDS = 120
 
 
-def _directory(text: str) -> Path:
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is not a directory")
-    return path
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="headroom-webhook", description="Headroom's admission webhook server."
@@ -55,34 +47,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--bind-address", type=bind_address, default=":9443", metavar="[HOST]:PORT")
     parser.add_argument(
         "--cert-dir",
-        type=_directory,
+        type=directory,
         help="directory holding tls.crt and tls.key; without it, an in-memory self-signed "
         "certificate is served (with a warning)",
     )
     parser.add_argument("--metrics-bind-address", type=bind_address, default=":8443")
-    parser.add_argument(
-        "--metrics-secure",
-        type=boolean,
-        default=True,
-        metavar="true|false",
-        help="serve metrics over HTTPS behind Kubernetes authn/authz (default true)",
-    )
-    parser.add_argument(
-        "--metrics-cert-path",
-        type=_directory,
-        help="directory holding the metrics tls.crt and tls.key (e.g. a cert-manager Secret)",
-    )
     parser.add_argument("--health-probe-bind-address", type=bind_address, default=":8081")
-    parser.add_argument("--kubeconfig", help="kubeconfig path; else in-cluster, else default")
     parser.add_argument(
         "--reconciler-lease-namespace",
         help="namespace of the reconciler's Lease, which says a live reconciler will take "
         f"over birth limits (default: this pod's, else {DEFAULT_LEASE_NAMESPACE})",
     )
-    parser.add_argument("--log-format", choices=["json", "text"], default="json")
-    parser.add_argument(
-        "--log-level", choices=["debug", "info", "warning", "error"], default="info"
-    )
+    add_process_flags(parser)
     return parser.parse_args(argv)
 
 

@@ -39,6 +39,8 @@ class Unseeded(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Unreached:
+    """A pod born without a birth limit, and why."""
+
     reason: Unseeded
     # In words, naming the node where there is one.
     detail: str

@@ -24,6 +24,8 @@ REPELLING_EFFECTS: Final = frozenset({"NoSchedule", "NoExecute"})
 
 @dataclass(frozen=True, slots=True)
 class Taint:
+    """A node's taint, as `spec.taints` lists it."""
+
     key: str
     value: str
     effect: str

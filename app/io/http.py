@@ -125,21 +125,26 @@ class Skipped(Exception):
     """A write's precondition no longer held once its turn came; nothing was sent."""
 
 
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request, as a value built with no I/O; a `Transport` sends it."""
+
+    method: str
+    path: str
+    body: Mapping[str, Any] | None = None
+    # The write budget it spends a token of; reads and the Lease spend none.
+    lane: Lane | None = None
+    content_type: str = JSON
+    query: tuple[tuple[str, str], ...] = ()
+    accept: str = JSON
+
+
 class Transport(Protocol):
-    """The one request call writes, the lease elector and the reflectors' lists need;
+    """What sends writes, the lease elector's requests and the reflectors' lists;
     `KubeHttp` implements it, unit tests record it."""
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        lane: Lane | None = None,
-        precondition: Callable[[], bool] | None = None,
+        self, request: Request, *, precondition: Callable[[], bool] | None = None
     ) -> ApiResponse: ...
 
 
@@ -166,22 +171,14 @@ class KubeHttp:
         await self._client.close()  # type: ignore[no-untyped-call]
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        lane: Lane | None = None,
-        precondition: Callable[[], bool] | None = None,
+        self, request: Request, *, precondition: Callable[[], bool] | None = None
     ) -> ApiResponse:
         """Send one request and read the whole answer.
 
         With a `lane`, a token of its budget is taken first; `precondition` is then checked
         right before sending, and when it fails the token is refunded and `Skipped` raised.
         """
+        lane = request.lane
         budget = None if lane is None else self._budgets.get(lane)
         # The token first: a write holds a connection slot only once it may go.
         if budget is not None:
@@ -192,27 +189,21 @@ class KubeHttp:
                     budget.refund()
                 raise Skipped
             try:
-                async with self._open(
-                    method,
-                    path,
-                    query=query,
-                    body=body,
-                    content_type=content_type,
-                    accept=accept,
-                    client_timeout=aiohttp.ClientTimeout(total=self._timeout),
-                ) as response:
+                timeout = aiohttp.ClientTimeout(total=self._timeout)
+                async with self._open(request, timeout) as response:
                     return ApiResponse(code=response.status, body=await response.read())
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise ApiUnavailable(f"{method} {path}: {exc or type(exc).__name__}") from exc
+                failure = exc or type(exc).__name__
+                raise ApiUnavailable(f"{request.method} {request.path}: {failure}") from exc
 
     async def get(
         self, path: str, *, params: Mapping[str, str] | None = None, accept: str = JSON
     ) -> dict[str, Any]:
-        query = list((params or {}).items())
-        return _decoded(await self.request("GET", path, query=query, accept=accept))
+        query = tuple((params or {}).items())
+        return _decoded(await self.request(Request("GET", path, query=query, accept=accept)))
 
     async def post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        return _decoded(await self.request("POST", path, body=body))
+        return _decoded(await self.request(Request("POST", path, body)))
 
     @asynccontextmanager
     async def stream(
@@ -236,15 +227,14 @@ class KubeHttp:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        watch = Request("GET", path, query=tuple(params.items()), accept=accept)
         timeout = aiohttp.ClientTimeout(
             total=timeout_seconds + _WATCH_GRACE_SECONDS,
             sock_connect=self._timeout,
             sock_read=idle_seconds,
         )
         try:
-            async with self._open(
-                "GET", path, query=params, client_timeout=timeout, accept=accept
-            ) as response:
+            async with self._open(watch, timeout) as response:
                 if not 200 <= response.status < 300:
                     data = await response.read()
                     raise ApiError.from_response(ApiResponse(code=response.status, body=data))
@@ -254,27 +244,20 @@ class KubeHttp:
 
     @asynccontextmanager
     async def _open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] | Mapping[str, str],
-        client_timeout: aiohttp.ClientTimeout,
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
-        accept: str = JSON,
+        self, request: Request, client_timeout: aiohttp.ClientTimeout
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        url = f"{self._configuration.host}{path}"
-        if query:
-            url = f"{url}?{urlencode(query)}"
+        url = f"{self._configuration.host}{request.path}"
+        if request.query:
+            url = f"{url}?{urlencode(request.query)}"
+        body = request.body
         headers = {
-            "Accept": accept,
-            "Content-Type": content_type,
+            "Accept": request.accept,
+            "Content-Type": request.content_type,
             "User-Agent": self._user_agent,
             **(await self._auth_headers()),
         }
         async with self._connection().request(
-            method,
+            request.method,
             url,
             data=orjson.dumps(body) if body is not None else None,
             headers=headers,

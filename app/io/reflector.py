@@ -38,6 +38,7 @@ from app.io.http import (
     ApiError,
     ApiResponse,
     ApiUnavailable,
+    Request,
     Transport,
 )
 
@@ -216,7 +217,9 @@ class Reflector:
         query = [*self._selector_query(), ("limit", str(self._page_size))]
         if token:
             query.append(("continue", token))
-        return await self._api.request("GET", self.path, query=query, accept=self._accept[0])
+        return await self._api.request(
+            Request("GET", self.path, query=tuple(query), accept=self._accept[0])
+        )
 
     async def _watch(self, resource_version: str) -> str:
         query = [

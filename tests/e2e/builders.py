@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests import cluster_helpers
+
 Manifest = dict[str, Any]
 
 
@@ -84,42 +86,27 @@ def prometheus(
     }
 
 
-def deployment(
-    name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str, str]
+def pod(
+    name: str,
+    namespace: str,
+    *,
+    cpu: str,
+    node: str,
+    toleration: tuple[str, str],
+    memory: tuple[str, str] = ("64Mi", "128Mi"),
 ) -> Manifest:
-    """One replica requesting ``cpu``, pinned to ``node`` (tainted ``key=value``)."""
+    """A pod requesting ``cpu`` and ``memory`` (request, limit), headed for ``node``
+    (tainted ``key=value``)."""
     key, value = toleration
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": node},
-                    "tolerations": [{"key": key, "value": value, "effect": "NoSchedule"}],
-                    "containers": [
-                        {
-                            "name": "app",
-                            "image": "registry.example/workload:1",
-                            "resources": {
-                                "requests": {"cpu": cpu, "memory": "256Mi"},
-                                "limits": {"memory": "512Mi"},
-                            },
-                        }
-                    ],
-                },
-            },
+    memory_request, memory_limit = memory
+    app = {
+        "name": "app",
+        "image": "registry.example/workload:1",
+        "resources": {
+            "requests": {"cpu": cpu, "memory": memory_request},
+            "limits": {"memory": memory_limit},
         },
     }
-
-
-def pod(name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str, str]) -> Manifest:
-    """A pod requesting ``cpu``, headed for ``node`` (tainted ``key=value``)."""
-    key, value = toleration
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -127,18 +114,20 @@ def pod(name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "tolerations": [{"key": key, "value": value, "effect": "NoSchedule"}],
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "registry.example/workload:1",
-                    "resources": {
-                        "requests": {"cpu": cpu, "memory": "64Mi"},
-                        "limits": {"memory": "128Mi"},
-                    },
-                }
-            ],
+            "containers": [app],
         },
     }
+
+
+def deployment(
+    name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str, str]
+) -> Manifest:
+    """One replica of :func:`pod`, with room for a server's memory."""
+    template = pod(
+        name, namespace, cpu=cpu, node=node, toleration=toleration, memory=("256Mi", "512Mi")
+    )
+    template["metadata"]["labels"] = {"app": name}
+    return cluster_helpers.deployment(template)
 
 
 def limits_cpu_quota(name: str) -> Manifest:

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -56,7 +55,9 @@ from devcluster.kubeapi import KubeAPI
 from devcluster.nodes import simulated_node
 from devcluster.podnet import PodNetwork
 from devcluster.podrunner import PodRunner, RunningPod
+from tests.cluster_helpers import harness_tier
 from tests.e2e import builders
+from tests.integration import conftest as integration
 from tests.unit.docs.markdown import RUNBOOK, shell_commands
 
 HARNESS_ENV = "HEADROOM_E2E"
@@ -87,14 +88,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    mine = [item for item in items if here in Path(str(item.fspath)).parents]
-    for item in mine:
-        item.add_marker(pytest.mark.e2e)
-    if not os.environ.get(HARNESS_ENV) and mine:
-        # They need root, podman and a network namespace of their own: make e2e.
-        config.hook.pytest_deselected(items=mine)
-        items[:] = [item for item in items if item not in mine]
+    # They need root, podman and a network namespace of their own: make e2e.
+    harness_tier(config, items, here=Path(__file__).parent, marker="e2e", env=HARNESS_ENV)
 
 
 class _Terminal:
@@ -199,14 +194,9 @@ def runbook_commands() -> list[str]:
 
 
 def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout}s waiting for {what or check}; last: {last!r}")
+    """The integration tier's poll, at this tier's pace: pods here pull images and start
+    containers, so a minute by default, every half second."""
+    return integration.eventually(check, timeout=timeout, interval=0.5, what=what)
 
 
 @pytest.fixture(scope="session")

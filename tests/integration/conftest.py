@@ -12,6 +12,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -88,6 +89,15 @@ class Cluster:
     def delete_node(self, name: str) -> None:
         self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
 
+    @contextmanager
+    def fresh_node(self, prefix: str) -> Iterator[str]:
+        """A Ready simulated node named ``<prefix>-<random>``, deleted after the block."""
+        name = self.create_node(f"{prefix}-{uuid.uuid4().hex[:8]}")
+        try:
+            yield name
+        finally:
+            self.delete_node(name)
+
     def environ(self) -> dict[str, str]:
         return dict(self.plane.environ())
 
@@ -156,17 +166,17 @@ def run_helm(cluster: Cluster, helm_bin: Path, *args: str) -> str:
     return result.stdout
 
 
+def install_crd_chart(cluster: Cluster, helm_bin: Path) -> None:
+    """Install (or upgrade) the CRD chart, as the install guide does."""
+    run_helm(
+        cluster, helm_bin, "upgrade", "--install", "kube-headroom-crds", "chart/kube-headroom-crds"
+    )
+
+
 @pytest.fixture(scope="session")
 def headroom_crd(control_plane: Cluster, helm: Path) -> str:
     """The HeadroomConfig CRD, installed from its chart; returns its name."""
-    run_helm(
-        control_plane,
-        helm,
-        "upgrade",
-        "--install",
-        "kube-headroom-crds",
-        "chart/kube-headroom-crds",
-    )
+    install_crd_chart(control_plane, helm)
     control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
     return CRD
 

@@ -146,6 +146,37 @@ def service_account_kubeconfig(cluster: Cluster, account: ServiceAccount) -> Pat
     return path
 
 
+@contextmanager
+def cluster_role_account(
+    cluster: Cluster, account: ServiceAccount, rules: Sequence[Mapping[str, Any]]
+) -> Iterator[Path]:
+    """For the block, ``account`` exists, bound to a ClusterRole of ``rules`` (role and
+    binding named after it); yields a kubeconfig holding its token."""
+    name, namespace = account.name, account.namespace
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": name, "namespace": namespace}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": {"name": name}, "rules": list(rules)},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": name},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": name,
+                               "namespace": namespace}]},
+            ],
+        }
+    )  # fmt: skip
+    try:
+        yield service_account_kubeconfig(cluster, account)
+    finally:
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", name, "--ignore-not-found")
+
+
 def can_i(
     cluster: Cluster,
     account: ServiceAccount,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import CRD, Cluster, run_helm
+from tests.integration.conftest import CRD, Cluster, install_crd_chart, run_helm
 
 
 def _config(name: str = "cluster", **spec: Any) -> dict[str, Any]:
@@ -215,11 +215,4 @@ def test_uninstalling_the_chart_keeps_the_crd_and_the_config(
     assert kept == f"customresourcedefinition.apiextensions.k8s.io/{CRD}"
     assert control_plane.kubectl("get", "hcfg", "cluster", "-o", "name").strip()
     # Reinstalling adopts the kept CRD again.
-    run_helm(
-        control_plane,
-        helm,
-        "upgrade",
-        "--install",
-        "kube-headroom-crds",
-        "chart/kube-headroom-crds",
-    )
+    install_crd_chart(control_plane, helm)

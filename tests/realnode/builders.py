@@ -14,22 +14,18 @@ Obj = dict[str, Any]
 def container(
     name: str = "app",
     *,
-    cpu: str | None = "500m",
-    cpu_limit: str | None = None,
+    cpu: str = "500m",
     memory: str = "32Mi",
-    memory_limit: str | None = None,
+    limits: Mapping[str, str] | None = None,
     args: Sequence[str] = ("sleep",),
     sidecar: bool = False,
     pre_stop_sleep: int | None = None,
 ) -> Obj:
-    requests = {"memory": memory} | ({"cpu": cpu} if cpu is not None else {})
-    limits = {k: v for k, v in (("cpu", cpu_limit), ("memory", memory_limit)) if v is not None}
-    result: Obj = {
-        "name": name,
-        "image": PROBE_IMAGE,
-        "imagePullPolicy": "Never",
+    """The probe running ``args``, requesting ``cpu`` and ``memory``, with ``limits`` as
+    the container's own."""
+    result = bare_container(name) | {
         "args": list(args),
-        "resources": {"requests": requests, "limits": limits},
+        "resources": {"requests": {"memory": memory, "cpu": cpu}, "limits": dict(limits or {})},
     }
     if sidecar:
         result["restartPolicy"] = "Always"
@@ -47,27 +43,35 @@ def bare_container(name: str = "app") -> Obj:
 
 def pod(
     name: str,
-    *,
+    *containers: Obj,
     namespace: str,
     node: str,
-    containers: Sequence[Obj] | None = None,
     sidecars: Sequence[Obj] = (),
     resources: Mapping[str, Mapping[str, str]] | None = None,
     grace_seconds: int = 2,
 ) -> Obj:
+    """``containers`` (one :func:`container` if none) bound to ``node``."""
     spec: Obj = {
         "nodeName": node,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": grace_seconds,
-        "containers": list(containers) if containers is not None else [container()],
+        "containers": list(containers) or [container()],
     }
     if sidecars:
         spec["initContainers"] = list(sidecars)
     if resources is not None:
+        # Pod-level resources.
         spec["resources"] = {key: dict(value) for key, value in resources.items()}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": spec,
-    }
+    metadata = {"name": name, "namespace": namespace, "labels": {"app": name}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def neighbour(namespace: str, *, node: str, cpu: str, sidecars: Sequence[Obj] = ()) -> Obj:
+    """The pod ``neighbour``, its one container of that name booking ``cpu`` on ``node``."""
+    return pod(
+        "neighbour",
+        container("neighbour", cpu=cpu),
+        namespace=namespace,
+        node=node,
+        sidecars=sidecars,
+    )

@@ -21,7 +21,8 @@ import tempfile
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from devcluster.prometheus import Prometheus, ScrapeTarget
 from devcluster.realnet import NAMESPACE_ENV
 from devcluster.realnodes import RealCluster
 from devcluster.vpa import resource_metrics_api
-from tests.integration.conftest import Cluster, helm, third_party_crds
+from tests.cluster_helpers import harness_tier
+from tests.integration.conftest import Cluster, headroom_crd, helm, third_party_crds
 from tests.integration.rbac import (
     RECONCILER,
     RELEASE,
@@ -47,9 +49,19 @@ from tests.integration.rbac import (
 from tests.integration.reconciler.autoscaling import vpa
 from tests.integration.reconciler.conftest import Pods, Reconciler, configure, crd, start_reconciler
 from tests.integration.webhook.conftest import MODE_LABEL, SCOPE_LABEL, Webhook, start_webhook
+from tests.realnode import builders
+from tests.realnode.builders import Obj
 from tests.realnode.kubelets import Kubelets, Observation
 
-__all__ = ["configure", "crd", "helm", "start_reconciler", "third_party_crds", "vpa"]
+__all__ = [
+    "configure",
+    "crd",
+    "headroom_crd",
+    "helm",
+    "start_reconciler",
+    "third_party_crds",
+    "vpa",
+]
 
 # Prometheus's identity: a ServiceAccount, as an operator's Prometheus has.
 SCRAPER = ServiceAccount(namespace=RELEASE_NAMESPACE, name="prometheus")
@@ -66,14 +78,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    mine = [item for item in items if here in Path(str(item.fspath)).parents]
-    for item in mine:
-        item.add_marker(pytest.mark.realnode)
-    if not os.environ.get(NAMESPACE_ENV) and mine:
-        # They need root, qemu and a network namespace of their own: make realnode.
-        config.hook.pytest_deselected(items=mine)
-        items[:] = [item for item in items if item not in mine]
+    # They need root, qemu and a network namespace of their own: make realnode.
+    harness_tier(config, items, here=Path(__file__).parent, marker="realnode", env=NAMESPACE_ENV)
 
 
 def say(config: pytest.Config, text: str) -> None:
@@ -345,3 +351,62 @@ def wait_agreed(
         if time.monotonic() > deadline:
             pytest.fail(f"{pod}'s limits, status and cgroups disagree after {timeout}s: {seen}")
         time.sleep(0.5)
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What a test of Headroom on the real nodes works with: the control plane, the
+    guests' kubelets, Headroom's config (enforcing, with any other settings a test gives)
+    and reconciler processes."""
+
+    cluster: Cluster
+    kubelets: Kubelets
+    enforce: Callable[..., None]
+    start_reconciler: Callable[..., Reconciler]
+
+    @property
+    def real(self) -> RealCluster:
+        return self.kubelets.cluster
+
+    def place(self, name: str, *containers: Obj, namespace: str, node: str, **pod: Any) -> None:
+        """A pod of ``containers`` on ``node``; ``pod`` as ``builders.pod`` takes it."""
+        self.cluster.apply(builders.pod(name, *containers, namespace=namespace, node=node, **pod))
+
+    def neighbour(
+        self, namespace: str, *, node: str, cpu: str, sidecars: Sequence[Obj] = ()
+    ) -> None:
+        self.cluster.apply(builders.neighbour(namespace, node=node, cpu=cpu, sidecars=sidecars))
+
+    def ready(self, namespace: str, pod: str) -> None:
+        self.cluster.kubectl("wait", f"pod/{pod}", "-n", namespace, "--for=condition=Ready",
+                             "--timeout=110s")  # fmt: skip
+
+    def delete(self, namespace: str, pod: str) -> None:
+        self.cluster.kubectl("delete", "pod", pod, "-n", namespace, "--wait=false")
+
+    def limit(self, namespace: str, pod: str) -> int | None:
+        """The app container's CPU limit in the pod's spec now."""
+        return self.kubelets.observe(namespace, pod).containers["app"].spec
+
+    def settled(
+        self, namespace: str, pod: str, millis: int, *, timeout: float = 180.0
+    ) -> Observation:
+        """Until spec, kubelet status and cgroups agree on every limit of ``pod``, its app
+        container's at ``millis``."""
+        return wait_agreed(
+            self.kubelets,
+            namespace,
+            pod,
+            until=lambda seen: seen.containers["app"].spec == millis,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture
+def scene(
+    control_plane: Cluster,
+    kubelets: Kubelets,
+    enforcing: Callable[..., None],
+    start_reconciler: Callable[..., Reconciler],
+) -> Scene:
+    return Scene(control_plane, kubelets, enforcing, start_reconciler)

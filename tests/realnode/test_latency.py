@@ -9,18 +9,13 @@ applies every resize."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from devcluster.latency import CeilingTrials, Trial, report
-from devcluster.realnodes import STATIC, WORKLOAD, RealCluster
-from tests.integration.conftest import Cluster
-from tests.integration.reconciler.conftest import Reconciler
-from tests.realnode import builders
-from tests.realnode.conftest import say, wait_agreed
-from tests.realnode.kubelets import Kubelets, Observation
+from devcluster.realnodes import STATIC, WORKLOAD
+from tests.realnode.conftest import Scene, say
 
 TRIALS = 20
 DEBOUNCE_FLOOR_SECONDS = 1.0
@@ -29,25 +24,15 @@ DEBOUNCE_FLOOR_SECONDS = 1.0
 GUESTS = {WORKLOAD.name: ("web", "1500m", 3000), STATIC.name: ("web-2", "1000m", 1500)}
 
 
-def raised_to(millis: int) -> Callable[[Observation], bool]:
-    return lambda seen: seen.containers["app"].spec == millis
-
-
 def test_binding_and_deletion_to_cpu_max(
-    pytestconfig: pytest.Config,
-    control_plane: Cluster,
-    real_cluster: RealCluster,
-    enforcing: Callable[..., None],
-    managed_namespace: str,
-    namespace: str,
-    start_reconciler: Callable[..., Reconciler],
-    kubelets: Kubelets,
+    pytestconfig: pytest.Config, scene: Scene, managed_namespace: str, namespace: str
 ) -> None:
-    start_reconciler()
+    real_cluster = scene.real
+    scene.start_reconciler()
     for node, (pod, _, _) in GUESTS.items():
-        control_plane.apply(builders.pod(pod, namespace=managed_namespace, node=node))
+        scene.place(pod, namespace=managed_namespace, node=node)
     for pod, _, alone in GUESTS.values():
-        wait_agreed(kubelets, managed_namespace, pod, until=raised_to(alone))
+        scene.settled(managed_namespace, pod, alone)
 
     def trials_on(node: str) -> list[Trial]:
         pod, neighbour_cpu, _ = GUESTS[node]
@@ -74,4 +59,4 @@ def test_binding_and_deletion_to_cpu_max(
     # Every shrink and rise landed where the policy puts it, and the kubelet's status
     # catches up with the last rise.
     for pod, _, alone in GUESTS.values():
-        wait_agreed(kubelets, managed_namespace, pod, until=raised_to(alone), timeout=60)
+        scene.settled(managed_namespace, pod, alone, timeout=60)

@@ -26,8 +26,7 @@ from tests.integration.conftest import Cluster
 from tests.integration.kubectl_headroom.plugin import kubectl_headroom
 from tests.integration.reconciler.conftest import Reconciler
 from tests.realnode import builders
-from tests.realnode.conftest import SCRAPE_INTERVAL, say, wait_agreed
-from tests.realnode.kubelets import Kubelets
+from tests.realnode.conftest import SCRAPE_INTERVAL, Scene, say
 from tests.unit.dashboards.board import grafana_expr, panel_exprs
 from tests.unit.dashboards.promql import CADVISOR_THROTTLING, series_names
 
@@ -39,15 +38,9 @@ STEP = SCRAPE_INTERVAL
 # neighbour books its 2500m init container beside the 50m sidecar started before it; its
 # app container requests 1 CPU.
 REQUEST = "150m"
-NEIGHBOUR = builders.pod(
-    "neighbour",
-    namespace="",
-    node=NODE,
-    containers=[builders.container("neighbour", cpu="1")],
-    sidecars=[
-        builders.container("proxy", cpu="50m", sidecar=True),
-        builders.container("warm", cpu="2500m", args=["cat", "/dev/null"]),
-    ],
+NEIGHBOUR_SIDECARS = (
+    builders.container("proxy", cpu="50m", sidecar=True),
+    builders.container("warm", cpu="2500m", args=["cat", "/dev/null"]),
 )
 BOOKED_LIMIT, FREE_LIMIT = 0.45, 1.5
 POOL = {"name": "workload", "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": NODE}}}
@@ -121,36 +114,22 @@ def wait_money_graph(
 
 
 def test_the_money_graph_and_every_panel(
-    control_plane: Cluster,
-    enforcing: Callable[..., None],
+    scene: Scene,
     managed_namespace: str,
     namespace: str,
-    start_reconciler: Callable[..., Reconciler],
     start_prometheus: Callable[[Reconciler], Prometheus],
-    kubelets: Kubelets,
     pytestconfig: pytest.Config,
 ) -> None:
     # A node pool, so the "by node pool" panel has one.
-    enforcing(nodePools=[POOL])
-    reconciler = start_reconciler()
+    scene.enforce(nodePools=[POOL])
+    reconciler = scene.start_reconciler()
     prometheus = start_prometheus(reconciler)
     began = time.time()
 
-    control_plane.apply(NEIGHBOUR | {"metadata": NEIGHBOUR["metadata"] | {"namespace": namespace}})
-    control_plane.apply(
-        builders.pod(
-            "burn",
-            namespace=managed_namespace,
-            node=NODE,
-            containers=[builders.container(cpu=REQUEST, args=["burn", "1"])],
-        )
-    )
-    wait_agreed(
-        kubelets,
-        managed_namespace,
-        "burn",
-        until=lambda seen: seen.containers["app"].spec == round(BOOKED_LIMIT * 1000),
-    )
+    scene.neighbour(namespace, node=NODE, cpu="1", sidecars=NEIGHBOUR_SIDECARS)
+    burn = builders.container(cpu=REQUEST, args=["burn", "1"])
+    scene.place("burn", burn, namespace=managed_namespace, node=NODE)
+    scene.settled(managed_namespace, "burn", round(BOOKED_LIMIT * 1000))
     booked = wait_money_graph(
         prometheus, managed_namespace, "burn", limit=BOOKED_LIMIT, throttled=lambda x: x > 0.5
     )
@@ -159,20 +138,15 @@ def test_the_money_graph_and_every_panel(
     # (a scrape behind explain at most: pods of earlier tests may still be leaving).
     deadline = time.monotonic() + 60
     while True:
-        explained = explained_bookings(control_plane, managed_namespace, "burn")
+        explained = explained_bookings(scene.cluster, managed_namespace, "burn")
         panel = booked_by_pod(prometheus)
         if panel == explained or time.monotonic() > deadline:
             break
         time.sleep(5)
     assert explained[f"{namespace}/neighbour"] == 2.55
     assert panel == explained
-    control_plane.kubectl("delete", "pod", "neighbour", "-n", namespace, "--wait=false")
-    wait_agreed(
-        kubelets,
-        managed_namespace,
-        "burn",
-        until=lambda seen: seen.containers["app"].spec == round(FREE_LIMIT * 1000),
-    )
+    scene.delete(namespace, "neighbour")
+    scene.settled(managed_namespace, "burn", round(FREE_LIMIT * 1000))
     free = wait_money_graph(
         prometheus, managed_namespace, "burn", limit=FREE_LIMIT, throttled=lambda x: x < 0.02
     )

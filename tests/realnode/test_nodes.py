@@ -100,14 +100,8 @@ def test_kubelets_authenticate_with_node_certificates_under_the_node_authorizer(
 def test_the_api_server_reaches_kubelets_with_its_own_client_certificate(
     real_cluster: RealCluster, control_plane: Cluster, namespace: str, kubelets: Kubelets
 ) -> None:
-    control_plane.apply(
-        builders.pod(
-            "reached",
-            namespace=namespace,
-            node=WORKLOAD.name,
-            containers=[builders.container(cpu="100m", cpu_limit="2", args=["gomaxprocs"])],
-        )
-    )
+    reached = builders.container(cpu="100m", limits={"cpu": "2"}, args=["gomaxprocs"])
+    control_plane.apply(builders.pod("reached", reached, namespace=namespace, node=WORKLOAD.name))
     control_plane.kubectl(
         "wait", "pod/reached", "-n", namespace, "--for=condition=Ready", "--timeout=110s"
     )

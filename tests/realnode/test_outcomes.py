@@ -19,22 +19,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from app.core.quantity import parse_quantity
 from devcluster import ControlPlane
 from devcluster.kubepods import container_cgroup
-from devcluster.realnodes import STATIC, STATIC_POLICY_LABEL, WORKLOAD, RealCluster
+from devcluster.realnodes import STATIC, STATIC_POLICY_LABEL, WORKLOAD
 from reconciler.bodies import REPORTING_CONTROLLER
 from reconciler.outcomes import Result
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.plugin import kubectl_headroom
 from tests.integration.rbac import RECONCILER
 from tests.integration.reconciler.audit import resizes, writes
-from tests.integration.reconciler.conftest import Reconciler, stays
+from tests.integration.reconciler.conftest import stays
 from tests.realnode import builders
-from tests.realnode.conftest import wait_agreed
+from tests.realnode.conftest import Scene
 from tests.realnode.kubelets import Kubelets
 
 
@@ -90,6 +89,14 @@ def tenant_resize(cluster: Cluster, namespace: str, pod: str, resources: dict[st
     )
 
 
+def answer(kubelets: Kubelets, namespace: str, pod: str) -> dict[str, Any]:
+    """The kubelet's answer to the pod's pending resize, once it gives one."""
+    condition: dict[str, Any] = eventually(
+        lambda: pending(kubelets, namespace, pod), what="the kubelet's answer"
+    )
+    return condition
+
+
 def explain(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
     result = kubectl_headroom(cluster, "explain", "-n", namespace, pod, "-o", "json")
     assert result.returncode == 0, result.stderr
@@ -98,73 +105,50 @@ def explain(cluster: Cluster, namespace: str, pod: str) -> dict[str, Any]:
 
 
 def test_deferred_while_a_neighbour_holds_the_node(
-    control_plane: Cluster,
-    real_cluster: RealCluster,
-    enforcing: Callable[..., None],
-    managed_namespace: str,
-    namespace: str,
-    start_reconciler: Callable[..., Reconciler],
-    kubelets: Kubelets,
+    scene: Scene, managed_namespace: str, namespace: str
 ) -> None:
     """A request raise the kubelet cannot fit yet (memory a neighbour holds) is Deferred,
     and so is Headroom's resize that follows it: Headroom counts each once and does not
     retry. Once the neighbour is deleted, Headroom books its CPU until its containers have
     stopped, as the scheduler and the kubelet do; then the kubelet applies both."""
-    reconciler = start_reconciler()
+    cluster, kubelets, plane = scene.cluster, scene.kubelets, scene.real.plane
+    reconciler = scene.start_reconciler()
     node = WORKLOAD.name
-    allocatable = json.loads(control_plane.kubectl("get", "node", node, "-o", "json"))
+    allocatable = json.loads(cluster.kubectl("get", "node", node, "-o", "json"))
     half_mib = int(parse_quantity(allocatable["status"]["allocatable"]["memory"]) / 2**21)
-    control_plane.apply(builders.pod("web", namespace=managed_namespace, node=node))
-    wait_agreed(
-        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 3000
-    )
+    scene.place("web", namespace=managed_namespace, node=node)
+    scene.settled(managed_namespace, "web", 3000)
     leaving = builders.container("leaving", cpu="1500m", memory=f"{half_mib}Mi", pre_stop_sleep=30)
-    control_plane.apply(
-        builders.pod(
-            "leaving", namespace=namespace, node=node, containers=[leaving], grace_seconds=60
-        )
-    )
-    control_plane.kubectl("wait", "pod/leaving", "-n", namespace, "--for=condition=Ready",
-                          "--timeout=110s")  # fmt: skip
-    wait_agreed(
-        kubelets, managed_namespace, "web", until=lambda s: s.containers["app"].spec == 1500
-    )
+    scene.place("leaving", leaving, namespace=namespace, node=node, grace_seconds=60)
+    scene.ready(namespace, "leaving")
+    scene.settled(managed_namespace, "web", 1500)
 
-    tenant_resize(control_plane, managed_namespace, "web",
-                  {"requests": {"memory": f"{half_mib + 64}Mi"}})  # fmt: skip
-    condition = eventually(
-        lambda: pending(kubelets, managed_namespace, "web"), what="the kubelet's answer"
-    )
+    tenant_resize(cluster, managed_namespace, "web", {"requests": {"memory": f"{half_mib + 64}Mi"}})
+    condition = answer(kubelets, managed_namespace, "web")
     assert condition["reason"] == "Deferred", condition
     assert "memory" in condition["message"]
-    assert by_kubelet(events(control_plane, managed_namespace, "web", "ResizeDeferred"))
+    assert by_kubelet(events(cluster, managed_namespace, "web", "ResizeDeferred"))
     eventually(lambda: reconciler.resizes(Result.DEFERRED) == 1, what="Deferred counted")
     assert reconciler.sample("headroom_resizes_deferred") == 1
 
     # Headroom's own resize now: a lower cap (1.5 x the request).
-    sent = headroom_resizes(real_cluster.plane, managed_namespace, "web")
-    enforcing(maxMultiplier="1.5")
+    sent = headroom_resizes(plane, managed_namespace, "web")
+    scene.enforce(maxMultiplier="1.5")
     eventually(
-        lambda: kubelets.observe(managed_namespace, "web").containers["app"].spec == 750,
-        what="Headroom's resize to 750m",
+        lambda: scene.limit(managed_namespace, "web") == 750, what="Headroom's resize to 750m"
     )
-    assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1
-    condition = eventually(
-        lambda: pending(kubelets, managed_namespace, "web"), what="the kubelet's answer"
-    )
+    assert headroom_resizes(plane, managed_namespace, "web") == sent + 1
+    condition = answer(kubelets, managed_namespace, "web")
     assert condition["reason"] == "Deferred", condition
     eventually(lambda: reconciler.resizes(Result.DEFERRED) == 2, what="the second Deferred")
     waiting = kubelets.observe(managed_namespace, "web").containers["app"]
     assert (waiting.status, waiting.cgroup) == (1500, 1500)
     # Deferred is the kubelet's to retry: Headroom sends nothing more.
-    assert stays(
-        lambda: headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1,
-        seconds=5,
-    )
+    assert stays(lambda: headroom_resizes(plane, managed_namespace, "web") == sent + 1, seconds=5)
 
     booked_slack = reconciler.sample("headroom_node_slack_cores", node=node)
     assert booked_slack is not None
-    control_plane.kubectl("delete", "pod", "leaving", "-n", namespace, "--wait=false")
+    scene.delete(namespace, "leaving")
     # Its preStop keeps its containers, and its CPU on the kubelet, for 30 s: Headroom's
     # slack stays where it was meanwhile.
     assert stays(
@@ -172,16 +156,10 @@ def test_deferred_while_a_neighbour_holds_the_node(
         seconds=10,
     )
     terminating = json.loads(
-        control_plane.kubectl("get", "pod", "leaving", "-n", namespace, "-o", "json")
+        cluster.kubectl("get", "pod", "leaving", "-n", namespace, "-o", "json")
     )
     assert terminating["metadata"]["deletionTimestamp"]
-    applied = wait_agreed(
-        kubelets,
-        managed_namespace,
-        "web",
-        until=lambda s: s.containers["app"].spec == 750,
-        timeout=90,
-    )
+    applied = scene.settled(managed_namespace, "web", 750, timeout=90)
     assert applied.containers["app"].cgroup == 750
     eventually(
         lambda: (
@@ -192,46 +170,31 @@ def test_deferred_while_a_neighbour_holds_the_node(
     )
     eventually(lambda: reconciler.sample("headroom_resizes_deferred") == 0, what="gauge at 0")
     assert reconciler.resizes(Result.DEFERRED) == 2
-    assert headroom_resizes(real_cluster.plane, managed_namespace, "web") == sent + 1
+    assert headroom_resizes(plane, managed_namespace, "web") == sent + 1
 
 
 def test_infeasible_on_a_swap_node_backs_headroom_off(
-    control_plane: Cluster,
-    real_cluster: RealCluster,
-    enforcing: Callable[..., None],
-    managed_namespace: str,
-    namespace: str,
-    start_reconciler: Callable[..., Reconciler],
-    kubelets: Kubelets,
+    scene: Scene, managed_namespace: str, namespace: str
 ) -> None:
     """On a node with swap (LimitedSwap), a kubelet cannot resize the memory request of a
     container that may swap: Infeasible. Headroom counts it, says so in a warning event
     and leaves the pod alone for backoffPeriod; its resize after that is answered
     Infeasible too, and it backs off again."""
-    enforcing(backoffPeriod="15s")
-    reconciler = start_reconciler()
+    cluster, kubelets, plane = scene.cluster, scene.kubelets, scene.real.plane
+    scene.enforce(backoffPeriod="15s")
+    reconciler = scene.start_reconciler()
     node = STATIC.name
-    control_plane.apply(
-        builders.pod(
-            "cache",
-            namespace=managed_namespace,
-            node=node,
-            containers=[builders.container(cpu="200m", memory="64Mi", memory_limit="256Mi")],
-        )
-    )
+    cache = builders.container(cpu="200m", memory="64Mi", limits={"memory": "256Mi"})
+    scene.place("cache", cache, namespace=managed_namespace, node=node)
     # Alone on the node: its allocatable 1.5 cores.
-    wait_agreed(
-        kubelets, managed_namespace, "cache", until=lambda s: s.containers["app"].spec == 1500
-    )
-    tenant_resize(control_plane, managed_namespace, "cache", {"requests": {"memory": "96Mi"}})
-    condition = eventually(
-        lambda: pending(kubelets, managed_namespace, "cache"), what="the kubelet's answer"
-    )
+    scene.settled(managed_namespace, "cache", 1500)
+    tenant_resize(cluster, managed_namespace, "cache", {"requests": {"memory": "96Mi"}})
+    condition = answer(kubelets, managed_namespace, "cache")
     assert condition["reason"] == "Infeasible", condition
     assert condition["message"] == "In-place resize of containers with swap is not supported."
     eventually(lambda: reconciler.resizes(Result.INFEASIBLE) == 1, what="Infeasible counted")
     warned = eventually(
-        lambda: by_headroom(events(control_plane, managed_namespace, "cache", "ResizeInfeasible")),
+        lambda: by_headroom(events(cluster, managed_namespace, "cache", "ResizeInfeasible")),
         what="Headroom's ResizeInfeasible event",
     )
     assert warned[0]["type"] == "Warning"
@@ -240,27 +203,20 @@ def test_infeasible_on_a_swap_node_backs_headroom_off(
     backed_off = time.monotonic()
 
     # A neighbour would lower it to 1000m; while backed off, Headroom leaves it at 1500m.
-    sent = headroom_resizes(real_cluster.plane, managed_namespace, "cache")
-    control_plane.apply(
-        builders.pod(
-            "neighbour",
-            namespace=namespace,
-            node=node,
-            containers=[builders.container("neighbour", cpu="500m")],
-        )
-    )
+    sent = headroom_resizes(plane, managed_namespace, "cache")
+    scene.neighbour(namespace, node=node, cpu="500m")
     assert stays(
-        lambda: kubelets.observe(managed_namespace, "cache").containers["app"].spec == 1500,
+        lambda: scene.limit(managed_namespace, "cache") == 1500,
         seconds=max(0.0, 10 - (time.monotonic() - backed_off)),
     )
-    assert headroom_resizes(real_cluster.plane, managed_namespace, "cache") == sent
+    assert headroom_resizes(plane, managed_namespace, "cache") == sent
     # After the back-off Headroom resizes; the kubelet answers that Infeasible as well.
     eventually(
-        lambda: kubelets.observe(managed_namespace, "cache").containers["app"].spec == 1000,
+        lambda: scene.limit(managed_namespace, "cache") == 1000,
         timeout=40,
         what="Headroom's resize after the back-off",
     )
-    assert headroom_resizes(real_cluster.plane, managed_namespace, "cache") == sent + 1
+    assert headroom_resizes(plane, managed_namespace, "cache") == sent + 1
     eventually(
         lambda: reconciler.resizes(Result.INFEASIBLE) == 2, timeout=90, what="the second Infeasible"
     )
@@ -268,7 +224,7 @@ def test_infeasible_on_a_swap_node_backs_headroom_off(
     assert condition is not None
     assert condition["reason"] == "Infeasible"
     eventually(
-        lambda: warnings(control_plane, managed_namespace, "cache") == 2,
+        lambda: warnings(cluster, managed_namespace, "cache") == 2,
         timeout=90,
         what="a second warning",
     )
@@ -277,106 +233,63 @@ def test_infeasible_on_a_swap_node_backs_headroom_off(
     assert (kept.status, kept.cgroup) == (1500, 1500)
 
 
-def test_a_guaranteed_pod_on_a_static_policy_node(
-    control_plane: Cluster,
-    real_cluster: RealCluster,
-    enforcing: Callable[..., None],
-    managed_namespace: str,
-    start_reconciler: Callable[..., Reconciler],
-    kubelets: Kubelets,
-) -> None:
+def test_a_guaranteed_pod_on_a_static_policy_node(scene: Scene, managed_namespace: str) -> None:
     """Headroom never manages a Guaranteed pod; resized by hand on a node with the static
     CPU manager policy, it is the one resize such a kubelet refuses."""
-    reconciler = start_reconciler()
-    control_plane.apply(
-        builders.pod(
-            "pinned",
-            namespace=managed_namespace,
-            node=STATIC.name,
-            containers=[
-                builders.container(cpu="1", cpu_limit="1", memory="64Mi", memory_limit="64Mi")
-            ],
-        )
-    )
-    control_plane.kubectl("wait", "pod/pinned", "-n", managed_namespace,
-                          "--for=condition=Ready", "--timeout=110s")  # fmt: skip
-    assert explain(control_plane, managed_namespace, "pinned")["ineligible"] == "not-burstable"
+    cluster, kubelets = scene.cluster, scene.kubelets
+    reconciler = scene.start_reconciler()
+    pinned = builders.container(cpu="1", memory="64Mi", limits={"cpu": "1", "memory": "64Mi"})
+    scene.place("pinned", pinned, namespace=managed_namespace, node=STATIC.name)
+    scene.ready(managed_namespace, "pinned")
+    assert explain(cluster, managed_namespace, "pinned")["ineligible"] == "not-burstable"
     # The static policy gave the container a CPU of its own (CPU 0 is the shared pool).
     pod = kubelets.pod(managed_namespace, "pinned")
     path = f"{container_cgroup(pod, 'app')}/cpuset.cpus.effective"
-    assert real_cluster.guest(STATIC.name).read(path)[path].strip() == "1"
+    assert scene.real.guest(STATIC.name).read(path)[path].strip() == "1"
 
     tenant_resize(
-        control_plane,
+        cluster,
         managed_namespace,
         "pinned",
         {"requests": {"cpu": "500m"}, "limits": {"cpu": "500m"}},
     )
-    condition = eventually(
-        lambda: pending(kubelets, managed_namespace, "pinned"), what="the kubelet's answer"
-    )
+    condition = answer(kubelets, managed_namespace, "pinned")
     assert condition["reason"] == "Infeasible"
     assert 'CPU Manager policy "static"' in condition["message"]
-    assert by_kubelet(events(control_plane, managed_namespace, "pinned", "ResizeInfeasible"))
+    assert by_kubelet(events(cluster, managed_namespace, "pinned", "ResizeInfeasible"))
     # Not Headroom's pod: not counted, not explained, not resized.
     assert stays(lambda: reconciler.resizes(Result.INFEASIBLE) == 0, seconds=5)
-    assert not by_headroom(events(control_plane, managed_namespace, "pinned", "ResizeInfeasible"))
-    assert headroom_resizes(real_cluster.plane, managed_namespace, "pinned") == 0
+    assert not by_headroom(events(cluster, managed_namespace, "pinned", "ResizeInfeasible"))
+    assert headroom_resizes(scene.real.plane, managed_namespace, "pinned") == 0
 
 
 def test_a_burstable_pod_on_a_static_policy_node_is_resized_unless_excluded(
-    control_plane: Cluster,
-    enforcing: Callable[..., None],
-    managed_namespace: str,
-    namespace: str,
-    start_reconciler: Callable[..., Reconciler],
-    kubelets: Kubelets,
+    scene: Scene, managed_namespace: str, namespace: str
 ) -> None:
     """What the README says: under a static policy the kubelet resizes Burstable pods (the
     only ones Headroom manages); preflight flags the node all the same, and
     ``excludedNodeSelector`` takes it out of Headroom's hands."""
-    reconciler = start_reconciler()
+    cluster = scene.cluster
+    reconciler = scene.start_reconciler()
     node = STATIC.name
-    control_plane.apply(
-        builders.pod(
-            "worker",
-            namespace=managed_namespace,
-            node=node,
-            containers=[builders.container(cpu="200m")],
-        )
-    )
-    wait_agreed(
-        kubelets, managed_namespace, "worker", until=lambda s: s.containers["app"].spec == 1500
-    )
+    scene.place("worker", builders.container(cpu="200m"), namespace=managed_namespace, node=node)
+    scene.settled(managed_namespace, "worker", 1500)
     assert reconciler.resizes(Result.OK) >= 1
-    preflight = _preflight(control_plane)
+    preflight = _preflight(cluster)
     assert any(
         f["check"] == "static-resource-manager" and node in f["subject"] for f in preflight
     ), preflight
 
-    enforcing(excludedNodeSelector={"matchLabels": {STATIC_POLICY_LABEL: "static"}})
+    scene.enforce(excludedNodeSelector={"matchLabels": {STATIC_POLICY_LABEL: "static"}})
     eventually(
-        lambda: (
-            explain(control_plane, managed_namespace, "worker")["ineligible"] == "node-excluded"
-        ),
+        lambda: explain(cluster, managed_namespace, "worker")["ineligible"] == "node-excluded",
         what="the node excluded",
     )
-    assert not [f for f in _preflight(control_plane) if f["check"] == "static-resource-manager"]
+    assert not [f for f in _preflight(cluster) if f["check"] == "static-resource-manager"]
     # A neighbour no longer moves the excluded pod's limit.
-    control_plane.apply(
-        builders.pod(
-            "neighbour",
-            namespace=namespace,
-            node=node,
-            containers=[builders.container("neighbour", cpu="500m")],
-        )
-    )
-    control_plane.kubectl("wait", "pod/neighbour", "-n", namespace, "--for=condition=Ready",
-                          "--timeout=110s")  # fmt: skip
-    assert stays(
-        lambda: kubelets.observe(managed_namespace, "worker").containers["app"].spec == 1500,
-        seconds=5,
-    )
+    scene.neighbour(namespace, node=node, cpu="500m")
+    scene.ready(namespace, "neighbour")
+    assert stays(lambda: scene.limit(managed_namespace, "worker") == 1500, seconds=5)
 
 
 def _preflight(cluster: Cluster) -> list[dict[str, Any]]:

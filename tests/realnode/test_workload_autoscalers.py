@@ -13,13 +13,13 @@ neighbour leaves, the kubelet applies both, and the request reaches what the pod
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.core.config.settings import Settings
 from devcluster.realnodes import WORKLOAD
 from devcluster.vpa import resource_metrics
+from tests.cluster_helpers import deployment
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.autoscaling import (
     cpu,
@@ -28,10 +28,8 @@ from tests.integration.reconciler.autoscaling import (
     recommended_cpu,
     requests_only_vpa,
 )
-from tests.integration.reconciler.conftest import Reconciler
 from tests.realnode import builders
-from tests.realnode.conftest import wait_agreed
-from tests.realnode.kubelets import Kubelets
+from tests.realnode.conftest import Scene, wait_agreed
 
 NODE = WORKLOAD.name
 REQUEST_M = 250
@@ -63,49 +61,9 @@ class Sample:
     pending: str | None
     target_m: int | None
 
-
-@dataclass
-class Hungry:
-    """One Deployment of one pod burning ``DEMAND_M`` under its own RequestsOnly VPA."""
-
-    cluster: Cluster
-    namespace: str
-    name: str = "hungry"
-    started: float = 0.0
-    samples: list[Sample] = field(default_factory=list)
-
-    def deploy(self) -> None:
-        pod = builders.pod(
-            self.name,
-            namespace=self.namespace,
-            node=NODE,
-            containers=[builders.container(cpu=f"{REQUEST_M}m", args=["pace", str(DEMAND_M)])],
-        )
-        self.cluster.apply(
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": {
-                    "replicas": 1,
-                    "selector": {"matchLabels": {"app": self.name}},
-                    "template": {
-                        "metadata": {"labels": pod["metadata"]["labels"]},
-                        "spec": pod["spec"],
-                    },
-                },
-            }
-        )
-        self.cluster.apply(requests_only_vpa(self.namespace, self.name, min_cpu=f"{REQUEST_M}m"))
-        self.started = time.monotonic()
-
-    def pod(self) -> dict[str, Any] | None:
-        return live_pod(self.cluster, self.namespace, self.name)
-
-    def sample(self) -> Sample | None:
-        pod = self.pod()
-        if pod is None:
-            return None
+    @classmethod
+    def of(cls, pod: dict[str, Any], target_m: int | None) -> Sample:
+        """The pod's app container now, beside VPA's target."""
         resources = pod["spec"]["containers"][0]["resources"]
         request = cpu(resources, "requests")
         assert request is not None
@@ -122,10 +80,32 @@ class Hungry:
             ),
             None,
         )
+        return cls(time.monotonic(), request, cpu(resources, "limits"), applied, pending, target_m)
+
+
+@dataclass
+class Hungry:
+    """One Deployment of one pod burning ``DEMAND_M`` under its own RequestsOnly VPA."""
+
+    cluster: Cluster
+    namespace: str
+    name: str = "hungry"
+    started: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+
+    def deploy(self) -> None:
+        hungry = builders.container(cpu=f"{REQUEST_M}m", args=["pace", str(DEMAND_M)])
+        pod = builders.pod(self.name, hungry, namespace=self.namespace, node=NODE)
+        self.cluster.apply(deployment(pod))
+        self.cluster.apply(requests_only_vpa(self.namespace, self.name, min_cpu=f"{REQUEST_M}m"))
+        self.started = time.monotonic()
+
+    def sample(self) -> Sample | None:
+        pod = live_pod(self.cluster, self.namespace, self.name)
+        if pod is None:
+            return None
         target, _ = recommended_cpu(self.cluster, self.namespace, self.name)
-        taken = Sample(
-            time.monotonic(), request, cpu(resources, "limits"), applied, pending, target
-        )
+        taken = Sample.of(pod, target)
         self.samples.append(taken)
         return taken
 
@@ -167,23 +147,11 @@ class Hungry:
 
 
 def test_a_requests_only_vpa_on_a_booked_real_node_waits_for_room_with_headroom_as_without(
-    control_plane: Cluster,
-    vpa: None,
-    enforcing: Callable[..., None],
-    start_reconciler: Callable[..., Reconciler],
-    managed_namespace: str,
-    namespace: str,
-    kubelets: Kubelets,
+    scene: Scene, vpa: None, managed_namespace: str, namespace: str
 ) -> None:
-    start_reconciler()
-    control_plane.apply(
-        builders.pod(
-            "neighbour",
-            namespace=namespace,
-            node=NODE,
-            containers=[builders.container("neighbour", cpu=f"{NEIGHBOUR_M}m")],
-        )
-    )
+    control_plane = scene.cluster
+    scene.start_reconciler()
+    scene.neighbour(namespace, node=NODE, cpu=f"{NEIGHBOUR_M}m")
     runs = {
         HEADROOM: Hungry(control_plane, managed_namespace),
         NO_LIMIT: Hungry(control_plane, namespace),
@@ -211,7 +179,7 @@ def test_a_requests_only_vpa_on_a_booked_real_node_waits_for_room_with_headroom_
         )
     finally:
         print("\nbooked:\n" + report())
-    control_plane.kubectl("delete", "pod", "neighbour", "-n", namespace, "--wait=false")
+    scene.delete(namespace, "neighbour")
     room = time.monotonic()
 
     def both_sized() -> bool:
@@ -243,9 +211,9 @@ def test_a_requests_only_vpa_on_a_booked_real_node_waits_for_room_with_headroom_
     # Once there is room, the kubelet applies the deferred raise as it does without a limit.
     assert headroom.sized_after(room) <= free.sized_after(room) + DEBOUNCE_S + KUBELET_S
     # And the limit reached the pod's cgroup.
-    pod = headroom.pod()
+    pod = live_pod(control_plane, managed_namespace, headroom.name)
     assert pod is not None
-    seen = wait_agreed(kubelets, managed_namespace, pod["metadata"]["name"])
+    seen = wait_agreed(scene.kubelets, managed_namespace, pod["metadata"]["name"])
     limit = seen.container("app")
     assert limit is not None
     assert limit >= headroom.samples[-1].request_m

@@ -24,6 +24,8 @@ class Operator(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
+    """One requirement of a label selector, as `matchExpressions` states it."""
+
     key: str
     operator: Operator
     values: frozenset[str]

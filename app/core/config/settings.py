@@ -43,6 +43,8 @@ class PoolOverrides:
 
 @dataclass(frozen=True, slots=True)
 class NodePool:
+    """The nodes a selector picks, and what the pool changes for them."""
+
     name: str
     node_selector: LabelSelector
     overrides: PoolOverrides

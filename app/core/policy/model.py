@@ -42,6 +42,8 @@ class Reason(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class NodeInput:
+    """What the policy reads of a node: its allocatable CPU and what is booked on it."""
+
     name: str
     allocatable_m: int
     # R: what the scheduler books for every unfinished pod bound to the node, managed or not.

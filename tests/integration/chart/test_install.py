@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -171,9 +170,8 @@ def release_pods(cluster: Cluster) -> str:
 @pytest.fixture(scope="module")
 def install_node(control_plane: Cluster) -> Iterator[str]:
     """A simulated node, so the Deployments' pods run and `--wait` completes."""
-    name = control_plane.create_node(f"install-{uuid.uuid4().hex[:8]}")
-    yield name
-    control_plane.delete_node(name)
+    with control_plane.fresh_node("install") as name:
+        yield name
 
 
 @pytest.fixture

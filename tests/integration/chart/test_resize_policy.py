@@ -256,6 +256,13 @@ def targets(
 # -- beyond the job: refused ------------------------------------------------------------
 
 ENROLLED, UNENROLLED = "enrolled", "unenrolled"
+
+
+def pod_level_attack(change: Callable[[str, str], dict[str, Any]], case: str) -> Any:
+    """A resize of the enrolled pod-level pod, which only a 1.36+ server resizes in place."""
+    return pytest.param(ENROLLED, "pod-level", change, id=case, marks=pod_level)
+
+
 ATTACKS = [
     pytest.param(ENROLLED, "app", resize(requests={"cpu": "50m"}), id="lower-requests-cpu"),
     pytest.param(ENROLLED, "app", resize(requests={"cpu": "150m"}), id="raise-requests-cpu"),
@@ -273,20 +280,8 @@ ATTACKS = [
         resize(limits={"cpu": "300m", "memory": "512Mi"}),
         id="cpu-limit-with-a-memory-limit",
     ),
-    pytest.param(
-        ENROLLED,
-        "pod-level",
-        resize(None, requests={"cpu": "300m"}),
-        id="pod-level-requests-cpu",
-        marks=pod_level,
-    ),
-    pytest.param(
-        ENROLLED,
-        "pod-level",
-        resize(None, limits={"memory": "512Mi"}),
-        id="pod-level-memory",
-        marks=pod_level,
-    ),
+    pod_level_attack(resize(None, requests={"cpu": "300m"}), "pod-level-requests-cpu"),
+    pod_level_attack(resize(None, limits={"memory": "512Mi"}), "pod-level-memory"),
     pytest.param(SYSTEM, None, resize(limits={"cpu": "300m"}), id="cpu-limit-in-kube-system"),
     pytest.param(
         UNENROLLED, "app", resize(limits={"cpu": "300m"}), id="cpu-limit-in-unenrolled-namespace"

@@ -15,7 +15,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def kubectl_headroom(
-    cluster: Cluster, *args: str, env: Mapping[str, str] | None = None
+    cluster: Cluster, *args: str, env: Mapping[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """kubectl finds kubectl-headroom on PATH; ``env`` adds to (or overrides) the cluster's."""
     environ = {**cluster.environ(), **(env or {})}
@@ -26,8 +26,16 @@ def kubectl_headroom(
         capture_output=True,
         text=True,
         check=False,
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def kubectl_headroom_json(cluster: Cluster, *args: str, timeout: float = 120) -> dict[str, Any]:
+    """``kubectl headroom <args> -o json``, which must succeed: the document it prints."""
+    result = kubectl_headroom(cluster, *args, "-o", "json", timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
 
 
 def kubeconfig_copy(

@@ -6,7 +6,6 @@ line naming the cause and the fix, with an exit code of its own."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubectl_headroom.exits import EXIT_DENIED, EXIT_ERROR, EXIT_UNREACHABLE
+from kubectl_headroom.exits import Exit
 from tests.integration.conftest import Cluster
 from tests.integration.kubectl_headroom.plugin import kubeconfig_copy, kubectl_headroom
 from tests.integration.rbac import ServiceAccount, service_account_kubeconfig
@@ -27,9 +26,8 @@ IDS = [command[0] for command in COMMANDS]
 
 @pytest.fixture(scope="module")
 def node(control_plane: Cluster) -> Iterator[str]:
-    name = control_plane.create_node(f"cli-{uuid.uuid4().hex[:8]}")
-    yield name
-    control_plane.delete_node(name)
+    with control_plane.fresh_node("cli") as name:
+        yield name
 
 
 @pytest.fixture
@@ -72,7 +70,7 @@ def test_explain_looks_in_the_current_contexts_namespace(
 
     # The control plane's own context has no namespace: "default", as kubectl has it.
     elsewhere = kubectl_headroom(control_plane, "explain", "web-0")
-    assert elsewhere.returncode == EXIT_ERROR
+    assert elsewhere.returncode == Exit.ERROR
     assert one_error_line(elsewhere.stderr) == (
         'error: pod "web-0" not found in namespace "default" (the context\'s namespace; '
         "-n names another)"
@@ -146,7 +144,7 @@ def test_an_unreachable_api_server(
 ) -> None:
     kubeconfig = kubeconfig_copy(control_plane, tmp_path / "config", server="https://127.0.0.1:1")
     result = kubectl_headroom(control_plane, *command, env={"KUBECONFIG": str(kubeconfig)})
-    assert result.returncode == EXIT_UNREACHABLE, result.stdout + result.stderr
+    assert result.returncode == Exit.UNREACHABLE, result.stdout + result.stderr
     line = one_error_line(result.stderr)
     assert line.startswith(
         'error: cannot reach the API server https://127.0.0.1:1 (context "headroom-local" of '
@@ -168,7 +166,7 @@ def test_a_forbidden_read(
     control_plane: Cluster, namespace: str, no_rbac: Path, command: list[str]
 ) -> None:
     result = kubectl_headroom(control_plane, *command, env={"KUBECONFIG": str(no_rbac)})
-    assert result.returncode == EXIT_DENIED, result.stdout + result.stderr
+    assert result.returncode == Exit.DENIED, result.stdout + result.stderr
     line = one_error_line(result.stderr)
     assert f'User "system:serviceaccount:{namespace}:nobody" cannot ' in line
     assert line.endswith(
@@ -191,7 +189,7 @@ def test_a_pod_not_yet_scheduled(control_plane: Cluster, namespace: str) -> None
     pending["spec"]["nodeSelector"] = {"headroom.test/nowhere": "true"}
     control_plane.apply(pending)
     single = kubectl_headroom(control_plane, "explain", "pending-0", "-n", namespace)
-    assert single.returncode == EXIT_ERROR
+    assert single.returncode == Exit.ERROR
     assert one_error_line(single.stderr) == (
         f"error: pod {namespace}/pending-0 is not bound to a node yet: explain it once it is "
         "scheduled"

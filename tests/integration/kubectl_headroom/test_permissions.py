@@ -6,15 +6,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kubectl_headroom.exits import EXIT_BLOCKED, EXIT_DENIED, EXIT_OK
+from kubectl_headroom.exits import Exit
 from tests.integration.conftest import Cluster
 from tests.integration.kubectl_headroom.plugin import kubectl_headroom
-from tests.integration.rbac import ServiceAccount, service_account_kubeconfig
+from tests.integration.rbac import ServiceAccount, cluster_role_account
 from tests.integration.reconciler.manifests import pod
 from tests.unit.docs.markdown import RUNBOOK, code_spans, section, table_rows
 
@@ -47,9 +46,8 @@ def rules(resources: list[str]) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def node(control_plane: Cluster) -> Iterator[str]:
-    name = control_plane.create_node(f"perm-{uuid.uuid4().hex[:8]}")
-    yield name
-    control_plane.delete_node(name)
+    with control_plane.fresh_node("perm") as name:
+        yield name
 
 
 def test_the_table_names_every_command() -> None:
@@ -78,37 +76,15 @@ def test_each_command_runs_with_the_permissions_its_row_names(
     name = f"plugin-{command}-{uuid.uuid4().hex[:6]}"
     account = ServiceAccount(namespace, name)
     control_plane.apply(pod("web-0", namespace=namespace, node=node))
-    control_plane.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [
-                {"apiVersion": "v1", "kind": "ServiceAccount",
-                 "metadata": {"name": name, "namespace": namespace}},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                 "metadata": {"name": name}, "rules": rules(permission_table()[command])},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": name},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": name},
-                 "subjects": [{"kind": "ServiceAccount", "name": name,
-                               "namespace": namespace}]},
-            ],
-        }
-    )  # fmt: skip
-    kubeconfig: Path = service_account_kubeconfig(control_plane, account)
-    try:
+    granted = rules(permission_table()[command])
+    with cluster_role_account(control_plane, account, granted) as kubeconfig:
         deadline = time.monotonic() + _GRANT_SECONDS
         while True:
             result = kubectl_headroom(
                 control_plane, command, *args, "-o", "json", env={"KUBECONFIG": str(kubeconfig)}
             )
-            if result.returncode != EXIT_DENIED or time.monotonic() > deadline:
+            if result.returncode != Exit.DENIED or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        allowed = {EXIT_OK, EXIT_BLOCKED} if command == "preflight" else {EXIT_OK}
+        allowed = {Exit.OK, Exit.BLOCKED} if command == "preflight" else {Exit.OK}
         assert result.returncode in allowed, result.stderr
-    finally:
-        control_plane.kubectl(
-            "delete", "clusterrole,clusterrolebinding", name, "--ignore-not-found"
-        )

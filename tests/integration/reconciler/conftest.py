@@ -30,19 +30,10 @@ if TYPE_CHECKING:
     # The webhook's fixtures import this module's reconciler helpers.
     from tests.integration.webhook.conftest import Webhook
 
-CRD = "headroomconfigs.kube-headroom.dev"
-
 
 @pytest.fixture(scope="session")
-def crd(control_plane: Cluster, helm: Path) -> None:
-    subprocess.run(
-        [str(helm), "upgrade", "--install", "kube-headroom-crds", "chart/kube-headroom-crds"],
-        env=control_plane.environ(),
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-    )
-    control_plane.kubectl("wait", f"crd/{CRD}", "--for=condition=Established", "--timeout=60s")
+def crd(headroom_crd: str) -> None:
+    """The HeadroomConfig CRD, installed and established."""
 
 
 @pytest.fixture
@@ -75,23 +66,10 @@ def make_node(control_plane: Cluster) -> Iterator[Callable[..., str]]:
     """Create a Ready simulated node only the test's own pods use; deleted afterwards."""
     created: list[str] = []
 
-    def make(
-        cpu: str = "16",
-        *,
-        kubelet_version: str | None = None,
-        labels: dict[str, str] | None = None,
-        declared_features: tuple[str, ...] | None = None,
-        kubelet_port: int | None = None,
-    ) -> str:
+    def make(cpu: str = "16", **node_fields: Any) -> str:
+        """``node_fields`` as ``manifests.reserved_node`` takes them."""
         name = f"hr-{uuid.uuid4().hex[:8]}"
-        node = manifests.reserved_node(
-            name,
-            cpu=cpu,
-            kubelet_version=kubelet_version,
-            labels=labels,
-            declared_features=declared_features,
-            kubelet_port=kubelet_port,
-        )
+        node = manifests.reserved_node(name, cpu=cpu, **node_fields)
         control_plane.kubectl("create", "-f", "-", input=json.dumps(node))
         created.append(name)
         control_plane.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
@@ -277,6 +255,20 @@ class Pods:
     def create(self, obj: dict[str, Any]) -> None:
         self.cluster.kubectl("create", "-f", "-", input=json.dumps(obj))
 
+    def add(self, name: str, *, node: str, cpu: str = "1", **fields: Any) -> None:
+        """A pod of one container requesting ``cpu``, bound to ``node``; ``fields`` as
+        ``manifests.pod`` takes them."""
+        containers = [manifests.container(cpu=cpu)]
+        self.create(
+            manifests.pod(
+                name, namespace=self.namespace, node=node, containers=containers, **fields
+            )
+        )
+
+    def neighbour(self, name: str, *, node: str, cpu: str) -> None:
+        """An opted-out pod booking ``cpu`` on ``node``: it moves the slack, not itself."""
+        self.add(name, node=node, cpu=cpu, labels=manifests.UNMANAGED)
+
     def get(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(
             self.cluster.kubectl("get", "pod", name, "-n", self.namespace, "-o", "json")
@@ -356,6 +348,34 @@ class Pods:
 @pytest.fixture
 def pods(control_plane: Cluster, managed_namespace: str) -> Pods:
     return Pods(control_plane, managed_namespace)
+
+
+@dataclass
+class Scene:
+    """What most reconciler tests set up: the config, nodes of their own, pods in a
+    managed namespace, and reconciler processes."""
+
+    cluster: Cluster
+    configure: Callable[..., None]
+    make_node: Callable[..., str]
+    pods: Pods
+    start_reconciler: Callable[..., Reconciler]
+
+    def enforcing_node(self, cpu: str = "16", **node_fields: Any) -> str:
+        """Enforce (``dryRun: false``), then make a node."""
+        self.configure(dryRun=False)
+        return self.make_node(cpu, **node_fields)
+
+
+@pytest.fixture
+def scene(
+    control_plane: Cluster,
+    configure: Callable[..., None],
+    make_node: Callable[..., str],
+    pods: Pods,
+    start_reconciler: Callable[..., Reconciler],
+) -> Scene:
+    return Scene(control_plane, configure, make_node, pods, start_reconciler)
 
 
 def stays(check: Callable[[], bool], *, seconds: float, interval: float = 0.5) -> bool:

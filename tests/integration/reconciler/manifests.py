@@ -9,6 +9,8 @@ from devcluster.nodes import simulated_node
 Obj = dict[str, Any]
 # Test nodes repel the scheduler, so only pods a test binds itself land on them.
 RESERVED_TAINT: Obj = {"key": "headroom.test/reserved", "value": "true", "effect": "NoSchedule"}
+# A pod's opt-out: it books its requests on the node, and Headroom leaves it alone.
+UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 
 
 def reserved_node(

@@ -17,7 +17,7 @@ import pytest
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import RESERVED_TAINT, container
-from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook, kubectl_result
+from tests.integration.webhook.conftest import SCOPE_LABEL, Webhook, in_scope, kubectl_result
 
 MODE_LABEL = "kube-headroom.dev/mode"
 STATIC = {"cpu-manager-policy": "static"}
@@ -65,8 +65,7 @@ def admitted_cpu_limit(
 @pytest.fixture
 def control_namespace(control_plane: Cluster, namespace: str, webhook: Webhook) -> str:
     """The same pods without Headroom: in the webhook's scope, not enrolled."""
-    control_plane.kubectl("label", "namespace", namespace, f"{SCOPE_LABEL}={webhook.scope}")
-    return namespace
+    return in_scope(control_plane, namespace, webhook)
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ pod's ceiling by its request and is held near it; with it, the proxy keeps its l
 limit Headroom set on it before it was excluded is never removed, which the API server
 would refuse."""
 
-from collections.abc import Callable
-
-from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler
+from tests.integration.conftest import eventually
+from tests.integration.reconciler.conftest import Pods, Scene
 from tests.integration.reconciler.manifests import container, pod
 
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 PROXY = "istio-proxy"
 
 
@@ -35,24 +32,16 @@ def limits(pods: Pods, name: str) -> dict[str, str | None]:
     }
 
 
-def test_an_excluded_proxy_keeps_its_injector_s_limit(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    node = make_node(cpu="5")
+def test_an_excluded_proxy_keeps_its_injector_s_limit(scene: Scene) -> None:
+    pods = scene.pods
+    node = scene.make_node(cpu="5")
     # The neighbour books 3 of the node's 5 CPUs: 1400m of slack beside the meshed pod's 600m.
-    pods.create(
-        pod("neighbour", namespace=pods.namespace, node=node, labels=UNMANAGED,
-            containers=[container(cpu="3")])
-    )  # fmt: skip
+    pods.neighbour("neighbour", node=node, cpu="3")
     pods.create(meshed("before", namespace=pods.namespace, node=node))
     for name in ("neighbour", "before"):
         pods.wait_running(name)
-    configure(dryRun=False)
-    reconciler = start_reconciler()
+    scene.configure(dryRun=False)
+    reconciler = scene.start_reconciler()
 
     # The default: the pod's 2-CPU ceiling split by request, the proxy held at a sixth.
     eventually(
@@ -60,7 +49,7 @@ def test_an_excluded_proxy_keeps_its_injector_s_limit(
         what="the ceiling split over the app and the proxy",
     )
 
-    configure(dryRun=False, excludedContainers=[PROXY])
+    scene.configure(dryRun=False, excludedContainers=[PROXY])
     pods.create(meshed("after", namespace=pods.namespace, node=node))
     pods.wait_running("after")
     # The apps alone share the 800m of slack now; the proxy born with its injector's limit

@@ -6,53 +6,41 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
+from tests.integration.kubectl_headroom.plugin import kubectl_headroom_json
 from tests.integration.reconciler import audit
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import container, pod
+from tests.integration.reconciler.conftest import Scene, stays
 
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 MANAGED = ("a", "b", "c", "d", "e", "f")
 # The annotation's own bookkeeping, which explain does not compute.
 _BOOKKEEPING = ("computedAt", "policy", "dryRun")
 
 
 def _explain(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    result = kubectl_headroom(cluster, "explain", name, "-n", namespace, "-o", "json")
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
+    return kubectl_headroom_json(cluster, "explain", name, "-n", namespace)
+
+
+def _started(scene: Scene, **spec: Any) -> str:
+    """Enforcing (with ``spec``) on a fresh 16-core node, the reconciler running."""
+    scene.configure(dryRun=False, **spec)
+    node = scene.make_node(cpu="16")
+    scene.start_reconciler()
+    return node
 
 
 def test_every_settled_limit_has_its_annotation_and_event_and_explain_agrees(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
+    scene: Scene,
 ) -> None:
-    configure(dryRun=False)
-    node = make_node(cpu="16")
-    start_reconciler()
+    control_plane, pods = scene.cluster, scene.pods
+    node = _started(scene)
     for index, name in enumerate(MANAGED):
-        cpu = f"{250 * (index + 1)}m"
-        pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu=cpu)]))
+        pods.add(name, node=node, cpu=f"{250 * (index + 1)}m")
     eventually(lambda: all(pods.explained(n) for n in MANAGED), timeout=60, what="explained")
     # Neighbours book most of the node: every managed limit shrinks, and is explained again.
     for name, cpu in (("x", "5"), ("y", "4")):
-        pods.create(
-            pod(
-                name,
-                namespace=pods.namespace,
-                node=node,
-                containers=[container(cpu=cpu)],
-                labels=UNMANAGED,
-            )
-        )
+        pods.neighbour(name, node=node, cpu=cpu)
     eventually(
         lambda: all(
             (pods.status_annotation(n) or {}).get("slack") == f"{16000 - 9000 - 5250}m"
@@ -69,17 +57,9 @@ def test_every_settled_limit_has_its_annotation_and_event_and_explain_agrees(
         assert _explain(control_plane, pods.namespace, name)["annotation"] == shown, name
 
 
-def test_an_edited_status_annotation_is_put_back(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node(cpu="16")
-    start_reconciler()
-    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+def test_an_edited_status_annotation_is_put_back(scene: Scene) -> None:
+    control_plane, pods = scene.cluster, scene.pods
+    pods.add("p", node=_started(scene))
     original = eventually(lambda: pods.status_annotation("p"), what="the annotation")
     control_plane.kubectl(
         "annotate", "pod", "p", "-n", pods.namespace, "--overwrite",
@@ -99,16 +79,9 @@ def test_an_edited_status_annotation_is_put_back(
     assert time.monotonic() - edited <= 3.0 + 1.0
 
 
-def test_managed_pods_in_the_config_status_follow_changes(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node(cpu="16")
-    start_reconciler()
+def test_managed_pods_in_the_config_status_follow_changes(scene: Scene) -> None:
+    control_plane, pods = scene.cluster, scene.pods
+    node = _started(scene)
 
     def managed_pods() -> int:
         status = json.loads(control_plane.kubectl("get", "hcfg", "cluster", "-o", "json"))
@@ -121,7 +94,7 @@ def test_managed_pods_in_the_config_status_follow_changes(
         ),
         what="a steady count",
     )[0]
-    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    pods.add("p", node=node)
     created = time.monotonic()
     eventually(lambda: managed_pods() == baseline + 1, timeout=10, interval=0.1, what="+1")
     assert time.monotonic() - created <= 3.0 + 1.0
@@ -129,18 +102,11 @@ def test_managed_pods_in_the_config_status_follow_changes(
     assert column.splitlines()[1].split()[3] == str(baseline + 1), column
 
 
-def test_a_slack_move_inside_the_deadband_writes_nothing(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
+def test_a_slack_move_inside_the_deadband_writes_nothing(scene: Scene) -> None:
+    control_plane, pods = scene.cluster, scene.pods
     # No cap but the node: the pod's target follows the slack, 1:1.
-    configure(dryRun=False, maxMultiplier="0")
-    node = make_node(cpu="16")
-    start_reconciler()
-    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="4")]))
+    node = _started(scene, maxMultiplier="0")
+    pods.add("p", node=node, cpu="4")
     eventually(lambda: pods.explained("p"), timeout=60, what="explained")
     annotation = pods.status_annotation("p")
     assert annotation is not None
@@ -148,15 +114,7 @@ def test_a_slack_move_inside_the_deadband_writes_nothing(
     events = len(pods.events("p", reason="CPULimitAdjusted"))
     # A neighbour books 500m: the target moves 16000m -> 15500m, 3% of the limit, inside the
     # 5% shrink band. The limit stays, so its annotation and event stay too.
-    pods.create(
-        pod(
-            "x",
-            namespace=pods.namespace,
-            node=node,
-            containers=[container(cpu="500m")],
-            labels=UNMANAGED,
-        )
-    )
+    pods.neighbour("x", node=node, cpu="500m")
     since = time.time()
     # The node is reconciled within the debounce (at most 3 s); wait past it.
     assert stays(lambda: pods.status_annotation("p") == annotation, seconds=3.0 + 2.0)

@@ -5,14 +5,13 @@ The simulated kubelet leaves these pods' status alone; the test writes it throug
 """
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import container, pod, running_status
+from tests.integration.reconciler.conftest import Pods, Scene, stays
+from tests.integration.reconciler.manifests import running_status
 
 
 def _report(cluster: Cluster, pods: Pods, name: str, conditions: list[dict[str, Any]]) -> None:
@@ -24,27 +23,12 @@ def _report(cluster: Cluster, pods: Pods, name: str, conditions: list[dict[str, 
 
 
 @pytest.mark.parametrize("reason", ["Infeasible", "Deferred"])
-def test_kubelet_reports(
-    reason: str,
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node()
-    pods.create(
-        pod(
-            "p",
-            namespace=pods.namespace,
-            node=node,
-            containers=[container(cpu="1")],
-            custom_status=True,
-        )
-    )
+def test_kubelet_reports(reason: str, scene: Scene) -> None:
+    control_plane, pods = scene.cluster, scene.pods
+    node = scene.enforcing_node()
+    pods.add("p", node=node, custom_status=True)
     _report(control_plane, pods, "p", [])
-    reconciler = start_reconciler()
+    reconciler = scene.start_reconciler()
     pods.wait_limit("p", "10")
     generation = pods.generation("p")
 
@@ -64,15 +48,7 @@ def test_kubelet_reports(
         assert "Node didn't have enough capacity" in event["message"]
 
     # A neighbour changes the target; a backed-off or deferred pod gets no new patch.
-    pods.create(
-        pod(
-            "neighbour",
-            namespace=pods.namespace,
-            node=node,
-            containers=[container(cpu="8")],
-            labels={"kube-headroom.dev/mode": "unmanaged"},
-        )
-    )
+    pods.neighbour("neighbour", node=node, cpu="8")
     if reason == "Deferred":
         # Not backed off: the new target is applied; the report is not counted again.
         pods.wait_limit("p", "8")

@@ -3,13 +3,11 @@
 import json
 import signal
 import time
-from collections.abc import Callable
 
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
 from tests.integration.rbac import RELEASE_NAMESPACE
-from tests.integration.reconciler.conftest import Pods, Reconciler
-from tests.integration.reconciler.manifests import container, pod
+from tests.integration.reconciler.conftest import Reconciler, Scene
 
 LEASE_SECONDS = 15
 # The follower sees the lease expire up to one retry (2 s, jittered up to 4.4 s) after it
@@ -35,18 +33,11 @@ def _identity(reconciler: Reconciler) -> str | None:
     return None
 
 
-def test_only_the_leader_writes_and_a_killed_leader_hands_over(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node()
-    ns = pods.namespace
+def test_only_the_leader_writes_and_a_killed_leader_hands_over(scene: Scene) -> None:
+    control_plane, pods, start_reconciler = scene.cluster, scene.pods, scene.start_reconciler
+    node = scene.enforcing_node()
     for name, cpu in (("a", "1"), ("b", "3")):
-        pods.create(pod(name, namespace=ns, node=node, containers=[container(cpu=cpu)]))
+        pods.add(name, node=node, cpu=cpu)
     # The chart's Role allows leases only in the release namespace.
     control_plane.kubectl(
         "delete", "lease", "kube-headroom-reconciler", "-n", LEASE_NAMESPACE, "--ignore-not-found"
@@ -85,6 +76,6 @@ def test_only_the_leader_writes_and_a_killed_leader_hands_over(
     time.sleep(4)
     assert second.resizes("ok") == 0
 
-    pods.create(pod("c", namespace=ns, node=node, containers=[container(cpu="4")]))
+    pods.add("c", node=node, cpu="4")
     pods.wait_limit("a", "2")
     assert second.resizes("ok") >= 1

@@ -1,17 +1,13 @@
 """Dry-run, enforcing, and the three ways to freeze limits (design §5, runbook rollback)."""
 
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from certs.cli import main as headroom_certs
 from devcluster.headroom import render_webhook_configurations
 from devcluster.ports import free_port
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import container, pod
-
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
+from tests.integration.reconciler.conftest import Pods, Scene, stays
 
 
 def _target(pods: Pods, name: str) -> object:
@@ -19,27 +15,10 @@ def _target(pods: Pods, name: str) -> object:
     return None if annotation is None else annotation.get("targetLimit")
 
 
-def _neighbour(pods: Pods, name: str, *, node: str, cpu: str) -> None:
-    pods.create(
-        pod(
-            name,
-            namespace=pods.namespace,
-            node=node,
-            containers=[container(cpu=cpu)],
-            labels=UNMANAGED,
-        )
-    )
-
-
-def test_dry_run_is_the_default_and_enforcing_applies_without_a_pod_event(
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    node = make_node()
-    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
-    reconciler = start_reconciler()
+def test_dry_run_is_the_default_and_enforcing_applies_without_a_pod_event(scene: Scene) -> None:
+    pods = scene.pods
+    pods.add("p", node=scene.make_node())
+    reconciler = scene.start_reconciler()
     eventually(lambda: _target(pods, "p") == "10000m", what="a dry-run annotation")
     annotation = pods.status_annotation("p")
     assert annotation is not None
@@ -51,88 +30,68 @@ def test_dry_run_is_the_default_and_enforcing_applies_without_a_pod_event(
     [event] = pods.events("p", reason="CPULimitAdjusted")
     assert event["message"] == "would set unset -> 10000m (node factor 16.00, slack 15/16 cores)"
 
-    configure(dryRun=False)
+    scene.configure(dryRun=False)
     pods.wait_limit("p", "10", timeout=10)
     assert reconciler.resizes("ok") >= 1
     eventually(lambda: "dryRun" not in (pods.status_annotation("p") or {}), what="enforcing note")
 
 
-def _enforced(
-    configure: Callable[..., None], make_node: Callable[..., str], pods: Pods
-) -> tuple[str, int]:
+def _enforced(scene: Scene) -> tuple[str, int]:
     """A managed 1-core pod alone on a node, resized to its 10-core cap."""
-    configure(dryRun=False)
-    node = make_node()
-    pods.create(pod("p", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
-    pods.wait_limit("p", "10")
-    return node, pods.generation("p")
+    node = scene.enforcing_node()
+    scene.pods.add("p", node=node)
+    scene.pods.wait_limit("p", "10")
+    return node, scene.pods.generation("p")
 
 
-def test_setting_dry_run_back_freezes_limits(
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    start_reconciler()
-    node, generation = _enforced(configure, make_node, pods)
-    configure(dryRun=True)
-    _neighbour(pods, "big", node=node, cpu="12")
-    # The annotation follows the node (3 cores of slack); the limit does not.
+def _frozen(pods: Pods, generation: int) -> None:
+    """The dry-run annotation follows the node (3 cores of slack); the limit does not."""
     eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
     assert pods.cpu_limit("p") == "10"
     assert pods.generation("p") == generation
 
 
-def test_removing_the_namespace_label_freezes_limits(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    reconciler = start_reconciler()
-    node, generation = _enforced(configure, make_node, pods)
-    control_plane.kubectl("label", "namespace", pods.namespace, "kube-headroom.dev/mode-")
+def test_setting_dry_run_back_freezes_limits(scene: Scene) -> None:
+    scene.start_reconciler()
+    node, generation = _enforced(scene)
+    scene.configure(dryRun=True)
+    scene.pods.neighbour("big", node=node, cpu="12")
+    _frozen(scene.pods, generation)
+
+
+def test_removing_the_namespace_label_freezes_limits(scene: Scene) -> None:
+    pods = scene.pods
+    reconciler = scene.start_reconciler()
+    node, generation = _enforced(scene)
+    scene.cluster.kubectl("label", "namespace", pods.namespace, "kube-headroom.dev/mode-")
     eventually(
         lambda: (
             reconciler.sample("headroom_pod_limit_cores", namespace=pods.namespace, pod="p") is None
         ),
         what="the pod to leave management",
     )
-    _neighbour(pods, "big", node=node, cpu="12")
+    pods.neighbour("big", node=node, cpu="12")
     assert stays(lambda: pods.generation("p") == generation, seconds=5)
     assert pods.cpu_limit("p") == "10"
 
 
-def test_deleting_the_config_freezes_limits(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    start_reconciler()
-    node, generation = _enforced(configure, make_node, pods)
-    control_plane.kubectl("delete", "hcfg", "cluster")
+def test_deleting_the_config_freezes_limits(scene: Scene) -> None:
+    pods = scene.pods
+    scene.start_reconciler()
+    node, generation = _enforced(scene)
+    scene.cluster.kubectl("delete", "hcfg", "cluster")
     # Without a config the defaults apply, and they are dry-run.
     eventually(lambda: (pods.status_annotation("p") or {}).get("dryRun") is True, what="dry-run")
-    _neighbour(pods, "big", node=node, cpu="12")
-    eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
-    assert pods.cpu_limit("p") == "10"
-    assert pods.generation("p") == generation
+    pods.neighbour("big", node=node, cpu="12")
+    _frozen(pods, generation)
 
 
 def test_the_stop_button_works_and_freezes_while_the_webhook_is_down(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-    tmp_path: Path,
+    scene: Scene, tmp_path: Path
 ) -> None:
-    start_reconciler()
-    node, generation = _enforced(configure, make_node, pods)
+    control_plane, pods = scene.cluster, scene.pods
+    scene.start_reconciler()
+    node, generation = _enforced(scene)
     # The chart's config webhook, registered while nothing listens where it points.
     assert headroom_certs(["--out-dir", str(tmp_path), "--ip", "127.0.0.1"]) == 0
     [validating] = [
@@ -156,10 +115,8 @@ def test_the_stop_button_works_and_freezes_while_the_webhook_is_down(
         )
         stopped = _patch(control_plane, '{"spec":{"dryRun":true}}')
         assert stopped.returncode == 0, stopped.stderr
-        _neighbour(pods, "big", node=node, cpu="12")
-        eventually(lambda: _target(pods, "p") == "4000m", what="the dry-run target")
-        assert pods.cpu_limit("p") == "10"
-        assert pods.generation("p") == generation
+        pods.neighbour("big", node=node, cpu="12")
+        _frozen(pods, generation)
     finally:
         control_plane.kubectl(
             "delete", "validatingwebhookconfiguration", validating["metadata"]["name"]

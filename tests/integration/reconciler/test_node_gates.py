@@ -3,31 +3,23 @@ KWOK node whose kubelet reports v1.34.2 keeps its pods' limits, while the same p
 1.35+ node beside it is resized by the same reconciler."""
 
 import json
-from collections.abc import Callable
 
-from tests.integration.conftest import Cluster
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import container, pod
+from tests.integration.reconciler.conftest import Scene, stays
 
 OLD_KUBELET = "v1.34.2"
 
 
-def test_a_node_whose_kubelet_is_older_than_1_35_is_left_alone(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    old = make_node(kubelet_version=OLD_KUBELET)
-    current = make_node()
+def test_a_node_whose_kubelet_is_older_than_1_35_is_left_alone(scene: Scene) -> None:
+    control_plane, pods = scene.cluster, scene.pods
+    old = scene.make_node(kubelet_version=OLD_KUBELET)
+    current = scene.make_node()
     node_info = json.loads(control_plane.kubectl("get", "node", old, "-o", "json"))["status"]
     assert node_info["nodeInfo"]["kubeletVersion"] == OLD_KUBELET
-    configure(dryRun=False, debouncePeriod="100ms")
+    scene.configure(dryRun=False, debouncePeriod="100ms")
     for name, node in (("on-old", old), ("on-current", current)):
-        pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+        pods.add(name, node=node)
         pods.wait_running(name)
-    reconciler = start_reconciler()
+    reconciler = scene.start_reconciler()
 
     pods.wait_limit("on-current", "10")
     assert stays(lambda: pods.cpu_limit("on-old") is None, seconds=3)

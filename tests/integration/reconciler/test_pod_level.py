@@ -2,21 +2,18 @@
 resized where the node declares pod-level in-place resize, and they are left alone,
 with a reason, where it does not (every node of a 1.35 cluster)."""
 
-import json
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devcluster.binaries import kubernetes_version
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
+from tests.integration.kubectl_headroom.plugin import kubectl_headroom_json
+from tests.integration.reconciler.conftest import Pods, Scene, stays
 from tests.integration.reconciler.manifests import bare_container, container, pod
 
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 # The API server turns pod-level in-place resize on by default from this minor.
 _POD_LEVEL_RESIZE_FROM = (1, 36)
 _SERVER = tuple(int(part) for part in kubernetes_version().lstrip("v").split(".")[:2])
@@ -32,11 +29,12 @@ def _pod_level(
     *,
     node: str,
     cpu: str = "1",
+    cpu_limit: str | None = None,
     memory_limit: str | None = None,
     containers: list[dict[str, Any]] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> None:
-    limits = {} if memory_limit is None else {"memory": memory_limit}
+    limits = {k: v for k, v in (("cpu", cpu_limit), ("memory", memory_limit)) if v is not None}
     pods.create(
         pod(
             name,
@@ -58,28 +56,13 @@ def _wait_pod_level_limit(pods: Pods, name: str, cpu: str) -> None:
     eventually(lambda: _pod_level_cpu_limit(pods, name) == cpu, timeout=20, what=f"{name} at {cpu}")
 
 
-def _neighbour(pods: Pods, name: str, *, node: str, cpu: str) -> None:
-    pods.create(
-        pod(
-            name,
-            namespace=pods.namespace,
-            node=node,
-            containers=[container(cpu=cpu)],
-            labels=UNMANAGED,
-        )
-    )
-
-
 @needs_pod_level_resize
 def test_the_pod_level_limit_follows_the_node_and_the_containers_are_left_alone(
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
+    scene: Scene,
 ) -> None:
-    configure(dryRun=False)
-    node = make_node()
-    start_reconciler()
+    pods = scene.pods
+    node = scene.enforcing_node()
+    scene.start_reconciler()
     _pod_level("p", pods, node=node, containers=[bare_container(), container("side", cpu="100m")])
     _wait_pod_level_limit(pods, "p", "10")
     # The containers keep exactly what they were created with.
@@ -94,7 +77,7 @@ def test_the_pod_level_limit_follows_the_node_and_the_containers_are_left_alone(
     )
     assert event["message"] == "unset -> 10000m (node factor 16.00, slack 15/16 cores)"
     # A neighbour books 13 more cores: the pod-level limit comes down with the slack.
-    _neighbour(pods, "big", node=node, cpu="13")
+    pods.neighbour("big", node=node, cpu="13")
     _wait_pod_level_limit(pods, "p", "3")
     # The simulated kubelet reports the pod-level resources it applied.
     eventually(
@@ -106,19 +89,17 @@ def test_the_pod_level_limit_follows_the_node_and_the_containers_are_left_alone(
 
 @needs_pod_level_resize
 def test_max_cpu_the_qos_guard_and_container_limits_bound_the_pod_level_limit(
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
+    scene: Scene,
 ) -> None:
-    configure(dryRun=False)
-    roomy, booked = make_node(), make_node(cpu="4")
-    start_reconciler()
+    pods = scene.pods
+    roomy = scene.enforcing_node()
+    booked = scene.make_node(cpu="4")
+    scene.start_reconciler()
     _pod_level("capped", pods, node=roomy, annotations={"kube-headroom.dev/max-cpu": "4"})
     # A full node: memory pinned at pod level, so CPU must stay a quantum above its request.
     _pod_level("guarded", pods, node=booked, memory_limit="256Mi")
     _pod_level("floored", pods, node=booked, containers=[container(cpu="200m", cpu_limit="1500m")])
-    _neighbour(pods, "fill", node=booked, cpu="2")
+    pods.neighbour("fill", node=booked, cpu="2")
     _wait_pod_level_limit(pods, "capped", "4")
     _wait_pod_level_limit(pods, "guarded", "1010m")
     _wait_pod_level_limit(pods, "floored", "1500m")
@@ -126,17 +107,11 @@ def test_max_cpu_the_qos_guard_and_container_limits_bound_the_pod_level_limit(
 
 
 @needs_pod_level_resize
-def test_a_limit_range_pod_maximum_caps_the_pod_level_limit(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node()
+def test_a_limit_range_pod_maximum_caps_the_pod_level_limit(scene: Scene) -> None:
+    pods = scene.pods
+    node = scene.enforcing_node()
     # A Pod maximum demands a limit on every pod of the namespace, so this one has one.
-    control_plane.apply(
+    scene.cluster.apply(
         {
             "apiVersion": "v1",
             "kind": "LimitRange",
@@ -144,31 +119,17 @@ def test_a_limit_range_pod_maximum_caps_the_pod_level_limit(
             "spec": {"limits": [{"type": "Pod", "max": {"cpu": "6"}}]},
         }
     )
-    pods.create(
-        pod(
-            "p",
-            namespace=pods.namespace,
-            node=node,
-            containers=[bare_container()],
-            resources={"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"cpu": "2"}},
-        )
-    )
-    start_reconciler()
+    _pod_level("p", pods, node=node, cpu_limit="2")
+    scene.start_reconciler()
     _wait_pod_level_limit(pods, "p", "6")
 
 
-def test_pod_level_pods_are_left_alone_where_the_node_cannot_resize_them(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node(declared_features=())
-    reconciler = start_reconciler()
+def test_pod_level_pods_are_left_alone_where_the_node_cannot_resize_them(scene: Scene) -> None:
+    pods = scene.pods
+    node = scene.enforcing_node(declared_features=())
+    reconciler = scene.start_reconciler()
     _pod_level("p", pods, node=node)
-    pods.create(pod("c", namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
+    pods.add("c", node=node)
     # The container-level pod beside it is managed (and books the pod-level pod's request).
     pods.wait_limit("c", "10")
     assert pods.explanation("c").get("slack") == "14000m"
@@ -176,7 +137,9 @@ def test_pod_level_pods_are_left_alone_where_the_node_cannot_resize_them(
     assert pods.status_annotation("p") is None
     assert pods.generation("p") == 1
     assert reconciler.resizes("error") == 0
-    explained = _kubectl_headroom(control_plane, "explain", "-n", pods.namespace, "p", "-o", "json")
+    explained = kubectl_headroom_json(
+        scene.cluster, "explain", "-n", pods.namespace, "p", timeout=60
+    )
     assert explained["managed"] is False
     assert explained["ineligible"] == "pod-level-resize-unsupported"
 
@@ -203,18 +166,3 @@ def test_the_api_server_refuses_a_pod_level_resize_the_node_does_not_declare(
     # 1.35: the feature gate itself is off.
     assert "InPlacePodLevelResourcesVerticalScaling" in refused.stderr, refused.stderr
     assert _pod_level_cpu_limit(pods, "p") is None
-
-
-def _kubectl_headroom(cluster: Cluster, *args: str) -> dict[str, Any]:
-    env = cluster.environ()
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-    result = subprocess.run(
-        [str(cluster.bin_dir / "kubectl"), "headroom", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document

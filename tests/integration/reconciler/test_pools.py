@@ -2,39 +2,30 @@
 explanation, and its dry-run as a stop button for its nodes only."""
 
 import uuid
-from collections.abc import Callable
-from typing import Any
 
-from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
-from tests.integration.reconciler.manifests import container, pod
-
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
+from tests.integration.conftest import eventually
+from tests.integration.reconciler.conftest import Reconciler, Scene, stays
 
 
-def _pool(label: str, **overrides: Any) -> dict[str, Any]:
-    return {"name": "batch", "nodeSelector": {"matchLabels": {"pool": label}}, **overrides}
-
-
-def _one_core_pod(pods: Pods, name: str, node: str) -> None:
-    pods.create(pod(name, namespace=pods.namespace, node=node, containers=[container(cpu="1")]))
-
-
-def test_a_pool_node_runs_on_its_own_multiplier_and_says_so(
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
+def _pool_and_plain(scene: Scene) -> tuple[str, str, Reconciler]:
+    """A node of the "batch" pool (multiplier 3) and a plain one, each with a 1-core pod
+    at its cap: "in-pool" at 3 cores, "outside" at 10."""
     label = uuid.uuid4().hex[:8]
-    pool_node = make_node(labels={"pool": label})
-    plain_node = make_node()
-    configure(dryRun=False, nodePools=[_pool(label, maxMultiplier="3")])
-    reconciler = start_reconciler()
-    _one_core_pod(pods, "in-pool", pool_node)
-    _one_core_pod(pods, "outside", plain_node)
-    pods.wait_limit("in-pool", "3")
-    pods.wait_limit("outside", "10")
+    pool_node = scene.make_node(labels={"pool": label})
+    plain_node = scene.make_node()
+    pool = {"name": "batch", "nodeSelector": {"matchLabels": {"pool": label}}, "maxMultiplier": "3"}
+    scene.configure(dryRun=False, nodePools=[pool])
+    reconciler = scene.start_reconciler()
+    scene.pods.add("in-pool", node=pool_node)
+    scene.pods.add("outside", node=plain_node)
+    scene.pods.wait_limit("in-pool", "3")
+    scene.pods.wait_limit("outside", "10")
+    return pool_node, plain_node, reconciler
+
+
+def test_a_pool_node_runs_on_its_own_multiplier_and_says_so(scene: Scene) -> None:
+    pods = scene.pods
+    _, _, reconciler = _pool_and_plain(scene)
     assert pods.explanation("in-pool").get("pool") == "batch"
     assert "pool" not in pods.explanation("outside")
     [event] = eventually(
@@ -47,39 +38,18 @@ def test_a_pool_node_runs_on_its_own_multiplier_and_says_so(
     )
 
 
-def test_a_pools_dry_run_stops_its_resizes_at_once(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    label = uuid.uuid4().hex[:8]
-    pool_node = make_node(labels={"pool": label})
-    plain_node = make_node()
-    configure(dryRun=False, nodePools=[_pool(label, maxMultiplier="3")])
-    start_reconciler()
-    _one_core_pod(pods, "in-pool", pool_node)
-    _one_core_pod(pods, "outside", plain_node)
-    pods.wait_limit("in-pool", "3")
-    pods.wait_limit("outside", "10")
+def test_a_pools_dry_run_stops_its_resizes_at_once(scene: Scene) -> None:
+    pods = scene.pods
+    pool_node, plain_node, _ = _pool_and_plain(scene)
     frozen = pods.generation("in-pool")
     # The runbook's per-pool stop button, verbatim.
-    control_plane.kubectl(
+    scene.cluster.kubectl(
         "patch", "hcfg", "cluster", "--type", "json",
         "-p", '[{"op":"add","path":"/spec/nodePools/0/dryRun","value":true}]',
     )  # fmt: skip
     # Both nodes fill up: 14 unmanaged cores next to each managed pod.
     for node, name in ((pool_node, "big-in-pool"), (plain_node, "big-outside")):
-        pods.create(
-            pod(
-                name,
-                namespace=pods.namespace,
-                node=node,
-                containers=[container(cpu="14")],
-                labels=UNMANAGED,
-            )
-        )
+        pods.neighbour(name, node=node, cpu="14")
     # Outside the pool the limit follows the node; inside it stays frozen, while its
     # annotation says what would be set.
     pods.wait_limit("outside", "2")

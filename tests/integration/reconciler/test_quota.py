@@ -1,12 +1,12 @@
 """A `limits.cpu` ResourceQuota refuses the raise: counted, announced, backed off."""
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.reconciler.conftest import Pods, Reconciler, stays
+from tests.integration.reconciler.conftest import Pods, Scene, stays
 from tests.integration.reconciler.manifests import container, pod
 
 
@@ -21,13 +21,9 @@ def other_pods(control_plane: Cluster, namespace: str) -> Iterator[Pods]:
 
 
 def test_quota_denied_backs_off_and_the_node_keeps_converging(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    other_pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
+    scene: Scene, other_pods: Pods
 ) -> None:
+    control_plane, pods = scene.cluster, scene.pods
     ns = pods.namespace
     quota = {
         "apiVersion": "v1",
@@ -41,15 +37,12 @@ def test_quota_denied_backs_off_and_the_node_keeps_converging(
         "wait", "resourcequota/compute", "-n", ns,
         "--for=jsonpath={.status.hard.limits\\.cpu}=4", "--timeout=60s",
     )  # fmt: skip
-    configure(dryRun=False)
-    node = make_node()
+    node = scene.enforcing_node()
     pods.create(
         pod("capped", namespace=ns, node=node, containers=[container(cpu="1", cpu_limit="1")])
     )
-    other_pods.create(
-        pod("free", namespace=other_pods.namespace, node=node, containers=[container(cpu="1")])
-    )
-    reconciler = start_reconciler()
+    other_pods.add("free", node=node)
+    reconciler = scene.start_reconciler()
 
     eventually(lambda: reconciler.resizes("quota-denied") == 1, what="quota-denied")
     [event] = pods.events("capped", reason="ResizeForbidden")

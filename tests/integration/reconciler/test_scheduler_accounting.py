@@ -5,10 +5,9 @@ scheduler's own account (``/metrics/resources``) and ``kubectl describe node``, 
 the reconciler's slack and per-pod bookings, ``kubectl headroom simulate`` and
 ``explain``."""
 
-import json
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,11 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.core.quantity import parse_quantity
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.kubectl_headroom.plugin import kubectl_headroom
-from tests.integration.reconciler.conftest import Pods, Reconciler
-from tests.integration.reconciler.manifests import bare_container, container, pod
+from tests.integration.kubectl_headroom.plugin import kubectl_headroom_json
+from tests.integration.reconciler.conftest import Pods, Scene
+from tests.integration.reconciler.manifests import UNMANAGED, bare_container, container, pod
 
-UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
 NODE_CPU_M = 16_000
 
 
@@ -117,23 +115,9 @@ def _described_requests_m(cluster: Cluster, node: str) -> int:
     return round(parse_quantity(match.group(1)) * 1000)
 
 
-def _headroom(cluster: Cluster, *args: str) -> dict[str, Any]:
-    result = kubectl_headroom(cluster, *args, "-o", "json")
-    assert result.returncode == 0, result.stderr
-    document: dict[str, Any] = json.loads(result.stdout)
-    return document
-
-
-def test_headroom_books_each_node_as_the_scheduler_does(
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    runtime_class: str,
-    start_reconciler: Callable[..., Reconciler],
-) -> None:
-    configure(dryRun=False)
-    node = make_node(cpu="16")
+def test_headroom_books_each_node_as_the_scheduler_does(scene: Scene, runtime_class: str) -> None:
+    control_plane, pods = scene.cluster, scene.pods
+    node = scene.enforcing_node(cpu="16")
     expected = _mix(pods, node, runtime_class)
     booked_m = sum(expected.values())
 
@@ -142,7 +126,7 @@ def test_headroom_books_each_node_as_the_scheduler_does(
     assert _described_requests_m(control_plane, node) == booked_m
 
     # ... and so do the reconciler, simulate and explain.
-    reconciler = start_reconciler()
+    reconciler = scene.start_reconciler()
     eventually(
         lambda: (
             reconciler.sample("headroom_node_slack_cores", node=node)
@@ -160,10 +144,12 @@ def test_headroom_books_each_node_as_the_scheduler_does(
         and dict(labels)["namespace"] == pods.namespace
     } == expected
     assert metrics[("headroom_node_allocatable_cores", (("node", node),))] == NODE_CPU_M / 1000
-    simulated = _headroom(control_plane, "simulate")
+    simulated = kubectl_headroom_json(control_plane, "simulate")
     (row,) = [n for n in simulated["nodes"] if n["node"] == node]
     assert (row["booked"], row["slack"]) == (f"{booked_m}m", f"{NODE_CPU_M - booked_m}m")
-    explained = _headroom(control_plane, "explain", "init-and-overhead", "-n", pods.namespace)
+    explained = kubectl_headroom_json(
+        control_plane, "explain", "init-and-overhead", "-n", pods.namespace
+    )
     assert {b["pod"]: b["booked"] for b in explained["bookings"]} == {
         f"{pods.namespace}/{name}": f"{m}m" for name, m in expected.items()
     }

@@ -16,7 +16,7 @@ import pytest
 
 from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
-from tests.integration.rbac import ServiceAccount, service_account_kubeconfig
+from tests.integration.rbac import ServiceAccount, cluster_role_account
 from tests.integration.reconciler.conftest import Pods, Reconciler, stays
 from tests.integration.reconciler.manifests import container, pod
 
@@ -58,26 +58,8 @@ def reader(control_plane: Cluster, namespace: str) -> Iterator[Path]:
         {"apiGroups": ["kube-headroom.dev"], "resources": ["headroomconfigs"],
          "verbs": READ_ONLY},
     ]  # fmt: skip
-    control_plane.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [
-                {"apiVersion": "v1", "kind": "ServiceAccount",
-                 "metadata": {"name": name, "namespace": namespace}},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                 "metadata": {"name": name}, "rules": rules},
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": name},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                             "name": name},
-                 "subjects": [{"kind": "ServiceAccount", "name": name,
-                               "namespace": namespace}]},
-            ],
-        }
-    )  # fmt: skip
-    yield service_account_kubeconfig(control_plane, ServiceAccount(namespace, name))
-    control_plane.kubectl("delete", "clusterrole,clusterrolebinding", name, "--ignore-not-found")
+    with cluster_role_account(control_plane, ServiceAccount(namespace, name), rules) as config:
+        yield config
 
 
 def _limits(obj: dict[str, Any]) -> tuple[str | None, dict[str, str]]:

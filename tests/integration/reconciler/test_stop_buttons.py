@@ -16,8 +16,7 @@ import pytest
 
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.audit import resizes, writes
-from tests.integration.reconciler.conftest import Pods, Reconciler
-from tests.integration.reconciler.manifests import container, pod
+from tests.integration.reconciler.conftest import Reconciler, Scene
 
 WAVE = 8
 # The last slot of the wave plus a margin: any write still planned would have gone out.
@@ -76,19 +75,14 @@ def test_no_resize_goes_out_after_a_stop_is_observed(
     stop: Callable[[Cluster, str], None],
     saw: Callable[[dict[str, Any], str], bool],
     stop_write: tuple[str, str],
-    control_plane: Cluster,
-    configure: Callable[..., None],
-    make_node: Callable[..., str],
-    pods: Pods,
-    start_reconciler: Callable[..., Reconciler],
+    scene: Scene,
 ) -> None:
-    configure(dryRun=False, rateLimits={"perNodePatchesPerSecond": 1})
-    reconciler = start_reconciler()
-    node = make_node()
+    control_plane, pods = scene.cluster, scene.pods
+    scene.configure(dryRun=False, rateLimits={"perNodePatchesPerSecond": 1})
+    reconciler = scene.start_reconciler()
+    node = scene.make_node()
     for i in range(WAVE):
-        pods.create(
-            pod(f"p{i}", namespace=pods.namespace, node=node, containers=[container(cpu="500m")])
-        )
+        pods.add(f"p{i}", node=node, cpu="500m")
     eventually(
         lambda: len(resizes(writes(control_plane.plane), namespace=pods.namespace)) >= 2,
         timeout=60,

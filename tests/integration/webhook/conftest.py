@@ -168,13 +168,13 @@ def headroom_config(scope: str, *, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def quota(name: str, *, hard: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": name},
-        "spec": {"hard": hard},
-    }
+def create_quota(
+    cluster: Cluster, namespace: str, name: str, *, hard: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl create`` a ResourceQuota in ``namespace``: the result, admitted or not."""
+    obj = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name},
+           "spec": {"hard": hard}}  # fmt: skip
+    return kubectl_result(cluster, "create", "-n", namespace, obj=obj)
 
 
 def pod(name: str, *, cpu_request: str = "500m", cpu_limit: str | None = None) -> dict[str, Any]:
@@ -343,11 +343,16 @@ def webhook(make_webhook: Callable[[], Webhook]) -> Webhook:
     return make_webhook()
 
 
+def in_scope(cluster: Cluster, namespace: str, webhook: Webhook) -> str:
+    """Put ``namespace`` in the scope of ``webhook``'s configurations (not enrolled)."""
+    cluster.kubectl("label", "namespace", namespace, f"{SCOPE_LABEL}={webhook.scope}")
+    return namespace
+
+
 @pytest.fixture
 def scoped_namespace(control_plane: Cluster, namespace: str, webhook: Webhook) -> str:
     """A fresh namespace the webhook's configurations apply to (not enrolled)."""
-    control_plane.kubectl("label", "namespace", namespace, f"{SCOPE_LABEL}={webhook.scope}")
-    return namespace
+    return in_scope(control_plane, namespace, webhook)
 
 
 @pytest.fixture
@@ -378,3 +383,10 @@ def enforcing(
 def managed_namespace(control_plane: Cluster, scoped_namespace: str) -> str:
     control_plane.kubectl("label", "namespace", scoped_namespace, f"{MODE_LABEL}=managed")
     return scoped_namespace
+
+
+@pytest.fixture
+def seeded_namespace(enforcing: Callable[[str], None], managed_namespace: str) -> str:
+    """A managed namespace whose new pods the webhook seeds (enforcing, reconciler live)."""
+    enforcing(managed_namespace)
+    return managed_namespace

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 
 import httpx
 
@@ -14,10 +13,10 @@ from tests.integration.webhook.conftest import (
     MODE_LABEL,
     SCOPE_LABEL,
     Webhook,
+    create_quota,
     headroom_config,
     kubectl_result,
     pod,
-    quota,
 )
 
 LIMITS_CPU = {"limits.cpu": "20", "requests.cpu": "10"}
@@ -57,41 +56,33 @@ def _limits(created: dict[str, object]) -> dict[str, str]:
 
 
 def test_pod_in_a_managed_namespace_is_born_with_its_seeded_limit(
-    control_plane: Cluster, enforcing: Callable[[str], None], managed_namespace: str
+    control_plane: Cluster, seeded_namespace: str
 ) -> None:
-    enforcing(managed_namespace)
-    created = _create_pod(control_plane, managed_namespace, pod("seeded"))
+    created = _create_pod(control_plane, seeded_namespace, pod("seeded"))
     assert _limits(created) == {"cpu": "1", "memory": "256Mi"}
-    kept = _create_pod(control_plane, managed_namespace, pod("kept", cpu_limit="700m"))
+    kept = _create_pod(control_plane, seeded_namespace, pod("kept", cpu_limit="700m"))
     assert _limits(kept) == {"cpu": "700m", "memory": "256Mi"}
 
 
 def test_pod_in_an_unmanaged_namespace_is_untouched(
-    control_plane: Cluster, enforcing: Callable[[str], None], managed_namespace: str
+    control_plane: Cluster, seeded_namespace: str
 ) -> None:
-    enforcing(managed_namespace)
-    control_plane.kubectl("label", "namespace", managed_namespace, f"{MODE_LABEL}-")
-    created = _create_pod(control_plane, managed_namespace, pod("untouched"))
+    control_plane.kubectl("label", "namespace", seeded_namespace, f"{MODE_LABEL}-")
+    created = _create_pod(control_plane, seeded_namespace, pod("untouched"))
     assert _limits(created) == {"memory": "256Mi"}
 
 
 def test_limits_cpu_quota_in_a_managed_namespace_is_denied_verbatim(
     control_plane: Cluster, managed_namespace: str
 ) -> None:
-    denied = kubectl_result(
-        control_plane, "create", "-n", managed_namespace, obj=quota("compute", hard=LIMITS_CPU)
-    )
+    denied = create_quota(control_plane, managed_namespace, "compute", hard=LIMITS_CPU)
     assert denied.returncode != 0
     assert (
         'admission webhook "resourcequotas.validate.kube-headroom.dev" denied the request: '
         + _quota_denial(managed_namespace, "compute")
     ) in denied.stderr
-    allowed = kubectl_result(
-        control_plane,
-        "create",
-        "-n",
-        managed_namespace,
-        obj=quota("requests", hard={"requests.cpu": "10"}),
+    allowed = create_quota(
+        control_plane, managed_namespace, "requests", hard={"requests.cpu": "10"}
     )
     assert allowed.returncode == 0, allowed.stderr
 
@@ -99,9 +90,7 @@ def test_limits_cpu_quota_in_a_managed_namespace_is_denied_verbatim(
 def test_enrolling_a_namespace_with_a_limits_cpu_quota_is_denied_naming_it(
     control_plane: Cluster, scoped_namespace: str
 ) -> None:
-    created = kubectl_result(
-        control_plane, "create", "-n", scoped_namespace, obj=quota("compute", hard=LIMITS_CPU)
-    )
+    created = create_quota(control_plane, scoped_namespace, "compute", hard=LIMITS_CPU)
     assert created.returncode == 0, created.stderr
     denied = kubectl_result(
         control_plane, "label", "namespace", scoped_namespace, f"{MODE_LABEL}=managed"
@@ -221,23 +210,21 @@ def _seeded_cpu_limit(cluster: Cluster, namespace: str, owner: dict[str, object]
 def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
     control_plane: Cluster,
     third_party_crds: list[str],
-    enforcing: Callable[[str], None],
-    managed_namespace: str,
+    seeded_namespace: str,
 ) -> None:
     """A VPA in its default mode (RequestsAndLimits) owns the pod's limits: the webhook
     leaves them as the owner wrote them, as the reconciler does. RequestsOnly gives CPU
     limits back to Headroom."""
-    enforcing(managed_namespace)
-    owner = _deployment_web(control_plane, managed_namespace)
+    owner = _deployment_web(control_plane, seeded_namespace)
     vpa = {
         "apiVersion": "autoscaling.k8s.io/v1",
         "kind": "VerticalPodAutoscaler",
         "metadata": {"name": "web"},
         "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
     }
-    control_plane.kubectl("create", "-n", managed_namespace, "-f", "-", input=json.dumps(vpa))
+    control_plane.kubectl("create", "-n", seeded_namespace, "-f", "-", input=json.dumps(vpa))
     eventually(
-        lambda: _seeded_cpu_limit(control_plane, managed_namespace, owner) is None,
+        lambda: _seeded_cpu_limit(control_plane, seeded_namespace, owner) is None,
         what="the webhook to see the VPA",
     )
     requests_only = {
@@ -248,10 +235,10 @@ def test_a_pod_whose_vpa_sets_limits_is_born_without_a_seeded_limit(
         }
     }
     control_plane.kubectl(
-        "patch", "vpa", "web", "-n", managed_namespace, "--type=merge",
+        "patch", "vpa", "web", "-n", seeded_namespace, "--type=merge",
         "-p", json.dumps(requests_only),
     )  # fmt: skip
     eventually(
-        lambda: _seeded_cpu_limit(control_plane, managed_namespace, owner) == "1",
+        lambda: _seeded_cpu_limit(control_plane, seeded_namespace, owner) == "1",
         what="a RequestsOnly VPA to leave CPU limits to Headroom",
     )

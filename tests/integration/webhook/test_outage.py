@@ -12,40 +12,32 @@ from tests.integration.conftest import Cluster
 from tests.integration.webhook.conftest import (
     Webhook,
     cpu_limit_after_dry_run_create,
+    create_quota,
     headroom_config,
     kubectl_result,
     pod,
-    quota,
 )
 
 
 def test_a_stopped_webhook_blocks_neither_pods_nor_quotas(
     control_plane: Cluster,
     webhook: Webhook,
-    enforcing: Callable[[str], None],
-    managed_namespace: str,
+    seeded_namespace: str,
 ) -> None:
-    enforcing(managed_namespace)
     assert webhook.stop() == 0
     assert "received SIGTERM; shutting down" in webhook.log_messages()
 
     created = kubectl_result(
-        control_plane, "create", "-n", managed_namespace, "-o", "json", obj=pod("born")
+        control_plane, "create", "-n", seeded_namespace, "-o", "json", obj=pod("born")
     )
     assert created.returncode == 0, created.stderr
     # As admission stored it: the live reconciler sets its limit once it is bound.
     stored = json.loads(created.stdout)
     assert "cpu" not in stored["spec"]["containers"][0]["resources"]["limits"]
-    assert cpu_limit_after_dry_run_create(control_plane, managed_namespace) is None
+    assert cpu_limit_after_dry_run_create(control_plane, seeded_namespace) is None
 
     # Fail-open, as documented: the reconciler's quota-denied count and alert catch it.
-    admitted = kubectl_result(
-        control_plane,
-        "create",
-        "-n",
-        managed_namespace,
-        obj=quota("compute", hard={"limits.cpu": "20"}),
-    )
+    admitted = create_quota(control_plane, seeded_namespace, "compute", hard={"limits.cpu": "20"})
     assert admitted.returncode == 0, admitted.stderr
 
     # The config webhook fails closed: a config nobody validated is refused.

@@ -71,22 +71,32 @@ def _container_cpu_limit(obj: dict[str, Any]) -> str | None:
     return limit
 
 
-def test_a_pod_headed_to_a_pool_is_born_with_the_pools_multiplier(
-    control_plane: Cluster, pools: None, managed_namespace: str
-) -> None:
-    # The config reaches the webhook's cache through its watch.
+def _born_in_batch(cluster: Cluster, namespace: str) -> str | None:
+    """The CPU limit a pod headed for the batch pool is born with."""
+    return _container_cpu_limit(_created(cluster, namespace, _headed_to("batch")))
+
+
+@pytest.fixture
+def pooled_namespace(control_plane: Cluster, pools: None, managed_namespace: str) -> str:
+    """A managed namespace, once the pools' config has reached the webhook's cache (through
+    its watch): the batch pool's birth limit is seen."""
     eventually(
-        lambda: (
-            _container_cpu_limit(_created(control_plane, managed_namespace, _headed_to("batch")))
-            == "2"
-        ),
+        lambda: _born_in_batch(control_plane, managed_namespace) == "2",
         what="the batch pool's birth limit",
     )
-    assert _container_cpu_limit(_created(control_plane, managed_namespace, _headed_to(None))) == "1"
-    paused = _created(control_plane, managed_namespace, _headed_to("paused"))
+    return managed_namespace
+
+
+def test_a_pod_headed_to_a_pool_is_born_with_the_pools_multiplier(
+    control_plane: Cluster, pooled_namespace: str
+) -> None:
+    ns = pooled_namespace
+    assert _born_in_batch(control_plane, ns) == "2"
+    assert _container_cpu_limit(_created(control_plane, ns, _headed_to(None))) == "1"
+    paused = _created(control_plane, ns, _headed_to("paused"))
     assert _container_cpu_limit(paused) is None
     # It might land in the paused pool, where the reconciler would never take it over.
-    assert _container_cpu_limit(_created(control_plane, managed_namespace, _anywhere())) is None
+    assert _container_cpu_limit(_created(control_plane, ns, _anywhere())) is None
 
 
 def _pod_level_pod() -> dict[str, Any]:
@@ -97,16 +107,9 @@ def _pod_level_pod() -> dict[str, Any]:
 
 
 def test_a_pod_with_pod_level_resources_gets_a_pod_level_birth_limit_where_it_can_move(
-    control_plane: Cluster, pools: None, managed_namespace: str
+    control_plane: Cluster, pooled_namespace: str
 ) -> None:
-    eventually(
-        lambda: (
-            _container_cpu_limit(_created(control_plane, managed_namespace, _headed_to("batch")))
-            == "2"
-        ),
-        what="the config in the webhook's cache",
-    )
-    created = _created(control_plane, managed_namespace, _pod_level_pod())
+    created = _created(control_plane, pooled_namespace, _pod_level_pod())
     server = json.loads(control_plane.kubectl("version", "-o", "json"))["serverVersion"]
     seeded = (int(server["major"]), int(server["minor"].rstrip("+"))) >= _POD_LEVEL_RESIZE_FROM
     assert created["spec"]["resources"].get("limits", {}).get("cpu") == ("2" if seeded else None)

@@ -6,7 +6,6 @@ import datetime
 import ssl
 import threading
 import time
-from collections.abc import Callable
 
 import httpx
 from cryptography import x509
@@ -42,10 +41,8 @@ def _rotate(webhook: Webhook) -> int:
 def test_rotation_fails_no_admission_and_new_connections_see_the_new_certificate(
     control_plane: Cluster,
     webhook: Webhook,
-    enforcing: Callable[[str], None],
-    managed_namespace: str,
+    seeded_namespace: str,
 ) -> None:
-    enforcing(managed_namespace)
     old_serial = webhook.serving_serial()
     outcomes: list[str] = []
     stop = threading.Event()
@@ -53,7 +50,7 @@ def test_rotation_fails_no_admission_and_new_connections_see_the_new_certificate
     def admit_continuously() -> None:
         # Server-side dry-run creations: every one is a real admission through the API
         # server; with failurePolicy Ignore a failed webhook call shows as a missing limit.
-        url = f"{control_plane.server}/api/v1/namespaces/{managed_namespace}/pods?dryRun=All"
+        url = f"{control_plane.server}/api/v1/namespaces/{seeded_namespace}/pods?dryRun=All"
         headers = {"authorization": f"Bearer {control_plane.token}"}
         trust = ssl.create_default_context(cafile=str(control_plane.ca_file))
         with httpx.Client(verify=trust, headers=headers, timeout=10) as api:

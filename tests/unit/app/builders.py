@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from app.core.explain import Explanation
 from app.core.labels import (
     API_VERSION,
     CONFIG_KIND,
@@ -257,6 +258,28 @@ def headroom_config(
     }
 
 
+# A HeadroomConfig spec that sets every field, each away from its default.
+FULL_SPEC: Obj = {
+    "policy": "Proportional",
+    "dryRun": False,
+    "minBurstFloor": "500m",
+    "maxMultiplier": "4.5",
+    "quantum": "50m",
+    "deadband": {"growPercent": 20, "shrinkPercent": 10},
+    "debouncePeriod": "1m30s",
+    "backoffPeriod": "10m",
+    "rateLimits": {"perNodePatchesPerSecond": 5, "clientQPS": 20, "clientBurst": 40},
+    "webhook": {"enabled": False, "initialMultiplier": "3"},
+    "namespaceSelector": {"matchLabels": {"team": "a"}},
+    "excludedNamespaces": ["kube-system", "monitoring"],
+    "excludedOwners": [
+        {"kind": "DaemonSet"},
+        {"kind": "StatefulSet", "apiGroup": "apps", "name": "db"},
+    ],
+    "excludedNodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]},
+}
+
+
 def limit_range(
     name: str = "limits",
     *,
@@ -267,29 +290,25 @@ def limit_range(
     pod_ratio: str | None = None,
     container_default_cpu: str | None = None,
 ) -> Obj:
-    limits: list[Obj] = []
-    container_item: Obj = {"type": "Container"}
-    if container_max_cpu is not None:
-        container_item["max"] = {"cpu": container_max_cpu}
-    if container_ratio is not None:
-        container_item["maxLimitRequestRatio"] = {"cpu": container_ratio}
-    if container_default_cpu is not None:
-        container_item["default"] = {"cpu": container_default_cpu}
-    if len(container_item) > 1:
-        limits.append(container_item)
-    pod_item: Obj = {"type": "Pod"}
-    if pod_max_cpu is not None:
-        pod_item["max"] = {"cpu": pod_max_cpu}
-    if pod_ratio is not None:
-        pod_item["maxLimitRequestRatio"] = {"cpu": pod_ratio}
-    if len(pod_item) > 1:
-        limits.append(pod_item)
+    container_cpu = {
+        "max": container_max_cpu,
+        "maxLimitRequestRatio": container_ratio,
+        "default": container_default_cpu,
+    }
+    pod_cpu = {"max": pod_max_cpu, "maxLimitRequestRatio": pod_ratio}
+    limits = [*_limit_item("Container", container_cpu), *_limit_item("Pod", pod_cpu)]
     return {
         "apiVersion": "v1",
         "kind": "LimitRange",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"limits": limits},
     }
+
+
+def _limit_item(type_: str, cpu: Mapping[str, str | None]) -> list[Obj]:
+    """The LimitRange item of one type with its CPU bounds, or none when it has none."""
+    bounds = {key: {"cpu": value} for key, value in cpu.items() if value is not None}
+    return [{"type": type_, **bounds}] if bounds else []
 
 
 def resource_quota(
@@ -361,3 +380,17 @@ def vpa(
             }
         }
     return obj
+
+
+# Pod B of design section 2's worked example, currently limited to 1.5 cores.
+POD_B_EXPLANATION = Explanation(
+    factor="2.00",
+    slack_m=8000,
+    overbooked_m=0,
+    allocatable_m=16000,
+    managed_m=8000,
+    node_pods=3,
+    current_m=1500,
+    target_m=3000,
+    dry_run=False,
+)

@@ -81,6 +81,28 @@ def run(
     )
 
 
+def plain_run(
+    *,
+    seconds: float,
+    requests: list[Request],
+    measured: float,
+    mode: str = "static",
+    outside_pods: CpuStat = IDLE,
+) -> Run:
+    """A run of its requests alone: no neighbours, limits, load or usage samples."""
+    return Run(
+        booking="none",
+        mode=mode,
+        round=1,
+        seconds=seconds,
+        requests=requests,
+        server=IDLE,
+        measured=measured,
+        outside_pods=outside_pods,
+        server_request=250,
+    )
+
+
 def booking(name: str, *, static: float, unlimited: float, headroom: float) -> list[Run]:
     return [
         run(mode="static", booking=name, latency_ms=static),
@@ -138,31 +160,17 @@ def test_a_cgroup_without_a_limit_has_no_periods() -> None:
 
 
 def test_a_runs_throughput_counts_answered_requests_until_the_last_answer() -> None:
-    late = Run(
-        booking="none",
-        mode="static",
-        round=1,
+    late = plain_run(
         seconds=1.0,
         requests=[Request(scheduled=0.0, latency=0.1, ok=True), Request(0.5, 1.5, True)],
-        server=IDLE,
         measured=2.5,
-        outside_pods=IDLE,
-        server_request=250,
     )
     assert late.throughput == 1.0
 
 
 def test_a_runs_throughput_counts_answered_requests_only() -> None:
-    failed = Run(
-        booking="none",
-        mode="static",
-        round=1,
-        seconds=2.0,
-        requests=[*requests([5.0] * 6), *requests([5.0] * 2, ok=False)],
-        server=IDLE,
-        measured=2.0,
-        outside_pods=IDLE,
-        server_request=250,
+    failed = plain_run(
+        seconds=2.0, requests=[*requests([5.0] * 6), *requests([5.0] * 2, ok=False)], measured=2.0
     )
     assert failed.throughput == 3.0
     assert failed.errors == 2
@@ -178,17 +186,7 @@ def test_throttling_and_cpu_come_from_the_servers_cgroup() -> None:
 
 def test_what_ran_outside_the_pods_is_given_in_cores() -> None:
     outside = CpuStat(usage_usec=4_000_000, nr_periods=0, nr_throttled=0, throttled_usec=0)
-    measured = Run(
-        booking="none",
-        mode="static",
-        round=1,
-        seconds=8.0,
-        requests=requests([5.0]),
-        server=IDLE,
-        measured=10.0,
-        outside_pods=outside,
-        server_request=250,
-    )
+    measured = plain_run(seconds=8.0, requests=requests([5.0]), measured=10.0, outside_pods=outside)
     assert measured.outside_cores == 0.4
 
 
@@ -277,16 +275,11 @@ def test_a_busy_run_with_no_peak_sampled_does_not_meet_the_servers_criterion() -
 
 
 def test_windows_give_each_seconds_percentiles() -> None:
-    measured = Run(
-        booking="none",
-        mode="headroom",
-        round=1,
+    measured = plain_run(
         seconds=2.0,
         requests=[*requests([10.0] * 10), *[Request(1.0 + i / 10, 0.050, True) for i in range(10)]],
-        server=IDLE,
         measured=2.0,
-        outside_pods=IDLE,
-        server_request=250,
+        mode="headroom",
     )
     assert windows(measured) == [(0.0, 0.010, 0.010), (1.0, 0.050, 0.050)]
 

@@ -6,6 +6,7 @@ from cryptography import x509
 
 from certs.cli import main
 from certs.tls import check_pair
+from tests.unit.cli import usage_error
 
 
 def _sans(directory: Path) -> list[str]:
@@ -55,7 +56,4 @@ def test_ca_from_keeps_the_trust_anchor(tmp_path: Path) -> None:
 def test_bad_flags_fail_with_a_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--out-dir", str(tmp_path), *args])
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    assert message in usage_error(main, ["--out-dir", str(tmp_path), *args], capsys)

@@ -4,19 +4,12 @@ import ssl
 import pytest
 
 from certs.tls import CertificateError, check_pair, load_pair, new_server_context
-from tests.unit.certs.builders import (
-    client_context,
-    connect,
-    echo_server,
-    make_ca,
-    make_serving,
-    serial_of,
-)
+from tests.unit.certs import builders
 
 
 def _serving_context() -> tuple[ssl.SSLContext, bytes]:
-    ca = make_ca()
-    serving = make_serving(ca)
+    ca = builders.make_ca()
+    serving = builders.make_serving(ca)
     context = new_server_context()
     load_pair(context, cert_pem=serving.cert_pem, key_pem=serving.key_pem)
     return context, ca.cert_pem
@@ -43,12 +36,12 @@ def test_tls_1_2_negotiates_only_forward_secret_aead_suites() -> None:
 )
 def test_handshake_offers_http11_only(max_version: ssl.TLSVersion, expected: str) -> None:
     context, ca_pem = _serving_context()
-    client = client_context(ca_pem)
+    client = builders.client_context(ca_pem)
     client.maximum_version = max_version
 
     async def scenario() -> tuple[str | None, str | None]:
-        async with echo_server(context) as port:
-            conn = await connect(port, client)
+        async with builders.echo_server(context) as port:
+            conn = await builders.connect(port, client)
             await conn.close()
             return conn.alpn, conn.version
 
@@ -56,9 +49,9 @@ def test_handshake_offers_http11_only(max_version: ssl.TLSVersion, expected: str
 
 
 def test_check_pair_returns_the_leaf() -> None:
-    serving = make_serving(make_ca())
+    serving = builders.make_serving(builders.make_ca())
     leaf = check_pair(cert_pem=serving.cert_pem, key_pem=serving.key_pem)
-    assert leaf.serial_number == serial_of(serving.cert_pem)
+    assert leaf.serial_number == builders.serial_of(serving.cert_pem)
 
 
 @pytest.mark.parametrize(
@@ -70,9 +63,9 @@ def test_check_pair_returns_the_leaf() -> None:
     ],
 )
 def test_check_pair_rejects(cert_pem: bytes | None, key_pem: bytes | str, message: str) -> None:
-    serving = make_serving(make_ca())
+    serving = builders.make_serving(builders.make_ca())
     if key_pem == "other":
-        key_pem = make_serving(make_ca()).key_pem
+        key_pem = builders.make_serving(builders.make_ca()).key_pem
     assert isinstance(key_pem, bytes)
     with pytest.raises(CertificateError, match=message):
         check_pair(cert_pem=cert_pem or serving.cert_pem, key_pem=key_pem)

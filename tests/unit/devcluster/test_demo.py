@@ -26,6 +26,7 @@ from devcluster.demo import (
 )
 from devcluster.realnodes import WORKLOAD
 from tests.unit.app.core.policy.inputs import managed_pod, node_input
+from tests.unit.cli import usage_error
 
 
 def test_the_embedded_cluster_is_the_default_even_with_kubeconfig_set(
@@ -60,10 +61,7 @@ def test_the_current_kubeconfig_is_the_one_kubectl_reads_first(
 def test_real_nodes_refuse_what_their_own_namespace_cannot_do(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        options(argv)
-    assert exited.value.code == 2
-    assert "--real-nodes" in capsys.readouterr().err
+    assert "--real-nodes" in usage_error(options, argv, capsys)
 
 
 def test_real_nodes_walk_the_real_scenario() -> None:

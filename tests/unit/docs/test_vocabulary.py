@@ -11,12 +11,7 @@ import yaml
 
 from app.core.eligibility import Ineligible
 from app.core.explain import Explanation, status_annotation
-from reconciler.bodies import (
-    CPU_LIMIT_ADJUSTED,
-    INVALID_MAX_CPU,
-    RESIZE_FORBIDDEN,
-    RESIZE_INFEASIBLE,
-)
+from reconciler.bodies import EventReason
 from tests.unit.docs.markdown import (
     REPO_ROOT,
     RUNBOOK,
@@ -71,9 +66,7 @@ def test_annotation_fields_are_the_fields_written() -> None:
 
 def test_event_reasons_are_the_events_recorded() -> None:
     listed = _first_column(RUNBOOK.read_text(), "Events")
-    assert sorted(listed) == sorted(
-        {CPU_LIMIT_ADJUSTED, RESIZE_INFEASIBLE, RESIZE_FORBIDDEN, INVALID_MAX_CPU}
-    )
+    assert sorted(listed) == sorted(EventReason)
 
 
 def _has_value(values: Mapping[str, Any], dotted: str) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.io.http import ApiError, ApiUnavailable
-from kubectl_headroom import exits
+from kubectl_headroom.exits import Exit
 from kubectl_headroom.failures import PERMISSIONS, Report, report
 from kubectl_headroom.kubeconfig import Target
 
@@ -31,7 +31,7 @@ def test_forbidden_quotes_the_server_and_points_at_the_permissions() -> None:
         'nodes is forbidden: User "alice" cannot list resource "nodes" in API group "" at the '
         "cluster scope (403 Forbidden): kubectl headroom preflight needs get and list on what "
         f"it reads; ask for them (see {PERMISSIONS})",
-        exits.EXIT_DENIED,
+        Exit.DENIED,
     )
 
 
@@ -41,14 +41,14 @@ def test_unauthorized_names_the_context() -> None:
         'the API server https://10.0.0.1:6443 rejected the credentials of context "prod" of '
         "kubeconfig /home/me/.kube/config (401 Unauthorized): log in again, or renew the "
         "user's token or certificate",
-        exits.EXIT_DENIED,
+        Exit.DENIED,
     )
 
 
 def test_unreachable_names_the_server_and_context() -> None:
     down = ApiUnavailable("GET /version: Connection timeout to host https://10.0.0.1:6443")
     failure = report(down, target=TARGET, command="explain")
-    assert failure.code == exits.EXIT_UNREACHABLE
+    assert failure.code == Exit.UNREACHABLE
     assert failure.message.startswith(
         'cannot reach the API server https://10.0.0.1:6443 (context "prod" of kubeconfig '
         "/home/me/.kube/config): GET /version: Connection timeout"
@@ -60,7 +60,7 @@ def test_other_answers_are_errors(status: int) -> None:
     failure = report(
         ApiError(status=status, reason="X", message="m"), target=TARGET, command="status"
     )
-    assert failure == Report(f"the API server answered {status} X: m", exits.EXIT_ERROR)
+    assert failure == Report(f"the API server answered {status} X: m", Exit.ERROR)
 
 
 def test_a_report_is_one_line() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubectl_headroom import exits
+from kubectl_headroom.exits import Exit
 from kubectl_headroom.main import main, parser
 from kubectl_headroom.version import client_version
 from tests.unit.kubectl_headroom.kubeconfigs import context, kubeconfig, write
@@ -65,7 +65,7 @@ def test_every_command_takes_every_output(command: list[str], output: str) -> No
 def test_an_unknown_output_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         parser().parse_args(["status", "-o", "wide"])
-    assert exited.value.code == exits.EXIT_USAGE
+    assert exited.value.code == Exit.USAGE
     assert "invalid choice: 'wide'" in capsys.readouterr().err
 
 
@@ -90,7 +90,7 @@ def test_explain_usage_errors(
 ) -> None:
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == exits.EXIT_USAGE
+    assert exited.value.code == Exit.USAGE
     assert message in capsys.readouterr().err
 
 
@@ -106,16 +106,16 @@ def test_bad_input_is_refused_before_any_cluster_is_read(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No kubeconfig anywhere: had the cluster been read first, this would be exit 4.
-    assert main(argv) == exits.EXIT_ERROR
+    assert main(argv) == Exit.ERROR
     assert stderr_line(capsys).startswith(message)
 
 
 def test_version_client_reads_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["version", "--client"]) == exits.EXIT_OK
+    assert main(["version", "--client"]) == Exit.OK
     assert capsys.readouterr().out == f"Client Version: {client_version()}\n"
-    assert main(["version", "--client", "-o", "json"]) == exits.EXIT_OK
+    assert main(["version", "--client", "-o", "json"]) == Exit.OK
     assert json.loads(capsys.readouterr().out) == {"clientVersion": client_version()}
-    assert main(["version", "--client", "-o", "yaml"]) == exits.EXIT_OK
+    assert main(["version", "--client", "-o", "yaml"]) == Exit.OK
     assert yaml.safe_load(capsys.readouterr().out) == {"clientVersion": client_version()}
 
 
@@ -133,11 +133,9 @@ def test_dash_dash_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_exit_codes_are_distinct() -> None:
-    codes = {name: value for name, value in vars(exits).items() if name.startswith("EXIT_")}
-    assert len(set(codes.values())) == len(codes)
-    assert codes["EXIT_BLOCKED"] not in {
-        codes[name] for name in ("EXIT_KUBECONFIG", "EXIT_UNREACHABLE", "EXIT_DENIED")
-    }
+    # No code is an alias of another (`unique` refuses one at import).
+    assert len(Exit.__members__) == len(set(Exit))
+    assert Exit.BLOCKED not in {Exit.KUBECONFIG, Exit.UNREACHABLE, Exit.DENIED}
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
@@ -146,7 +144,7 @@ def test_an_unreachable_api_server(
 ) -> None:
     # Nothing listens on port 1: the connection is refused, as by a cluster that is down.
     path = write(tmp_path / "config", kubeconfig(server="https://127.0.0.1:1"))
-    assert main([*command, "--kubeconfig", str(path)]) == exits.EXIT_UNREACHABLE
+    assert main([*command, "--kubeconfig", str(path)]) == Exit.UNREACHABLE
     line = stderr_line(capsys)
     assert line.startswith(
         f'error: cannot reach the API server https://127.0.0.1:1 (context "ctx" of kubeconfig '
@@ -161,41 +159,44 @@ def test_a_missing_kubeconfig(
     command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", "/nonexistent")
-    assert main(command) == exits.EXIT_KUBECONFIG
+    assert main(command) == Exit.KUBECONFIG
     assert stderr_line(capsys).startswith(
         "error: kubeconfig /nonexistent (from $KUBECONFIG) does not exist: set KUBECONFIG"
     )
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
-def test_an_empty_kubeconfig_variable(
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        pytest.param(
+            None,
+            "error: no kubeconfig: $KUBECONFIG is empty and {home}/.kube/config does not exist: "
+            "set KUBECONFIG to your kubeconfig file, or pass --kubeconfig FILE",
+            id="empty-variable",
+        ),
+        pytest.param(
+            "clusters: [\n",
+            "error: kubeconfig {path} is not valid YAML at line 2: fix the file, or point "
+            "$KUBECONFIG at a valid kubeconfig",
+            id="invalid-yaml",
+        ),
+    ],
+)
+def test_a_kubeconfig_variable_naming_nothing_usable(
     command: list[str],
+    content: str | None,
+    message: str,
     home: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    monkeypatch.setenv("KUBECONFIG", "")
-    assert main(command) == exits.EXIT_KUBECONFIG
-    assert stderr_line(capsys) == (
-        f"error: no kubeconfig: $KUBECONFIG is empty and {home}/.kube/config does not exist: "
-        "set KUBECONFIG to your kubeconfig file, or pass --kubeconfig FILE"
-    )
-
-
-@pytest.mark.parametrize("command", COMMANDS, ids=IDS)
-def test_an_invalid_kubeconfig(
-    command: list[str],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    path = write(tmp_path / "config", "clusters: [\n")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    assert main(command) == exits.EXIT_KUBECONFIG
-    assert stderr_line(capsys) == (
-        f"error: kubeconfig {path} is not valid YAML at line 2: fix the file, or point "
-        "$KUBECONFIG at a valid kubeconfig"
-    )
+    # No content leaves $KUBECONFIG empty; otherwise it names a file holding the content.
+    path = None if content is None else write(tmp_path / "config", content)
+    monkeypatch.setenv("KUBECONFIG", "" if path is None else str(path))
+    assert main(command) == Exit.KUBECONFIG
+    assert stderr_line(capsys) == message.format(home=home, path=path)
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
@@ -203,9 +204,7 @@ def test_a_missing_context(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write(tmp_path / "config", kubeconfig(contexts=[context("ctx"), context("dev")]))
-    assert main([*command, "--kubeconfig", str(path), "--context", "prod"]) == (
-        exits.EXIT_KUBECONFIG
-    )
+    assert main([*command, "--kubeconfig", str(path), "--context", "prod"]) == (Exit.KUBECONFIG)
     assert stderr_line(capsys) == (
         f'error: context "prod" (--context) is not in kubeconfig {path} (contexts: ctx, dev): '
         "pass --context with one of them, or run kubectl config use-context NAME"
@@ -221,7 +220,7 @@ def test_credentials_the_client_cannot_use(
         "certificate-authority": str(tmp_path / "no-such-ca.crt"),
     }
     path = write(tmp_path / "config", document)
-    assert main(["status", "--kubeconfig", str(path)]) == exits.EXIT_KUBECONFIG
+    assert main(["status", "--kubeconfig", str(path)]) == Exit.KUBECONFIG
     line = stderr_line(capsys)
     assert line.startswith(f'error: cannot use context "ctx" of kubeconfig {path}: ')
     assert "no-such-ca.crt" in line

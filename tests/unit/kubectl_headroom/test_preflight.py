@@ -31,6 +31,11 @@ def _node(
     )
 
 
+def _guarded(name: str, **node: Any) -> dict[str, Any]:
+    """A node that a NoSchedule taint guards, so that only its own findings show."""
+    return _node(name, taints=[DEDICATED], **node)
+
+
 def state(
     *,
     server: str = "v1.37.2",
@@ -83,26 +88,6 @@ def test_clean_cluster_has_no_findings() -> None:
             id="unparseable-server",
         ),
         pytest.param(
-            state(nodes=[_node("old", kubelet="v1.33.1", taints=[DEDICATED])]),
-            ("kubelet-version", Severity.WARNING, "node/old"),
-            id="old-kubelet",
-        ),
-        pytest.param(
-            state(nodes=[_node("silent", kubelet="", taints=[DEDICATED])]),
-            ("kubelet-version", Severity.WARNING, "node/silent"),
-            id="unknown-kubelet",
-        ),
-        pytest.param(
-            state(nodes=[_node("win2", os="windows", taints=[DEDICATED])]),
-            ("windows-node", Severity.WARNING, "node/win2"),
-            id="windows-by-node-info",
-        ),
-        pytest.param(
-            state(nodes=[_node("win", taints=[DEDICATED], **{"kubernetes.io/os": "windows"})]),
-            ("windows-node", Severity.WARNING, "node/win"),
-            id="windows",
-        ),
-        pytest.param(
             state(nodes=[_node("numa", **{"kubernetes.io/cpu-manager-policy": "static"})]),
             ("static-resource-manager", Severity.WARNING, "node/numa"),
             id="static-cpu-manager",
@@ -138,6 +123,23 @@ def test_each_problem_is_found(cluster: ClusterState, expected: tuple[str, Sever
     assert checks(cluster) == [expected]
 
 
+# The node is guarded, so its own problem is all there is to find.
+@pytest.mark.parametrize(
+    ("node", "check"),
+    [
+        pytest.param(_guarded("old", kubelet="v1.33.1"), "kubelet-version", id="old-kubelet"),
+        pytest.param(_guarded("silent", kubelet=""), "kubelet-version", id="unknown-kubelet"),
+        pytest.param(_guarded("win2", os="windows"), "windows-node", id="windows-by-node-info"),
+        pytest.param(
+            _guarded("win", **{"kubernetes.io/os": "windows"}), "windows-node", id="windows"
+        ),
+    ],
+)
+def test_each_problem_of_a_node_is_a_warning(node: dict[str, Any], check: str) -> None:
+    name = node["metadata"]["name"]
+    assert checks(state(nodes=[node])) == [(check, Severity.WARNING, f"node/{name}")]
+
+
 def test_planned_namespaces_are_checked_like_managed_ones() -> None:
     cluster = state(quotas=[b.resource_quota("q", namespace="other", hard={"limits.cpu": "4"})])
     assert checks(cluster, planned=["other"]) == [
@@ -162,7 +164,7 @@ def test_a_requests_only_vpa_is_supported_and_unmanaged_limit_ranges_are_fine() 
 
 def test_nodes_excluded_by_the_config_are_not_version_checked() -> None:
     config = b.headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"pool": "legacy"}}})
-    old = _node("old", kubelet="v1.30.0", pool="legacy", taints=[DEDICATED])
+    old = _guarded("old", kubelet="v1.30.0", pool="legacy")
     assert checks(state(nodes=[old], config=config)) == []
 
 
@@ -217,7 +219,7 @@ def test_an_invalid_config_falls_back_to_defaults_with_a_reason() -> None:
 
 def test_a_node_too_old_to_resize_says_its_pods_are_left_alone() -> None:
     settings = parse_config(b.headroom_config())
-    old = _node("old", kubelet="v1.34.2", taints=[DEDICATED])
+    old = _guarded("old", kubelet="v1.34.2")
     [finding] = preflight(state(nodes=[old]), settings=settings)
     assert finding.message == (
         "kubelet v1.34.2 cannot resize pods in place (needs 1.35 or newer): "

@@ -5,14 +5,14 @@ import asyncio
 import heapq
 import itertools
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from app.io.budget import Lane
-from app.io.http import JSON, ApiResponse, Skipped
+from app.io.http import ApiResponse, Request, Skipped
 
 
 class FakeClock:
@@ -101,23 +101,17 @@ class FakeApi:
         self._gate = None
 
     async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]] = (),
-        body: Mapping[str, Any] | None = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        lane: Lane | None = None,
-        precondition: Callable[[], bool] | None = None,
+        self, request: Request, *, precondition: Callable[[], bool] | None = None
     ) -> ApiResponse:
+        method, path = request.method, request.path
         if self._gate is not None:
             await self._gate.wait()
         if precondition is not None and not precondition():
             self.skipped.append((method, path))
             raise Skipped
-        sent = SentRequest(method, path, dict(query), body, content_type, lane)
+        sent = SentRequest(
+            method, path, dict(request.query), request.body, request.content_type, request.lane
+        )
         self.sent.append(sent)
         if self.after_send is not None:
             self.after_send(sent)

@@ -2,14 +2,15 @@
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from app.core.explain import Explanation
 from app.io.budget import Lane
 from tests.unit.app import builders
-from tests.unit.app.builders import container
-from tests.unit.reconciler.world import World, worked_example
+from tests.unit.app.builders import POD_B_EXPLANATION, container
+from tests.unit.reconciler.world import World, reconciled_example, worked_example
 
 
 def _dry_run(world: World) -> None:
@@ -104,9 +105,7 @@ def test_a_newer_plan_replaces_one_still_waiting() -> None:
 
 
 def test_resizes_take_the_primary_lane_and_explanations_follow_on_the_secondary() -> None:
-    world = World()
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example()
     for kind, lane in (
         ("resize", Lane.PRIMARY),
         ("annotation", Lane.SECONDARY),
@@ -125,17 +124,7 @@ def test_resizes_take_the_primary_lane_and_explanations_follow_on_the_secondary(
 
 
 def _explanation(current_m: int, target_m: int) -> Explanation:
-    return Explanation(
-        factor="2.00",
-        slack_m=8000,
-        overbooked_m=0,
-        allocatable_m=16000,
-        managed_m=8000,
-        node_pods=3,
-        current_m=current_m,
-        target_m=target_m,
-        dry_run=False,
-    )
+    return replace(POD_B_EXPLANATION, current_m=current_m, target_m=target_m)
 
 
 def test_changes_not_yet_announced_are_announced_by_one_event_spanning_them() -> None:

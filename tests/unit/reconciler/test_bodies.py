@@ -1,4 +1,5 @@
 from datetime import UTC, datetime
+from typing import Any
 
 from reconciler.bodies import annotation_patch, config_status_patch, event_body, resize_apply_body
 
@@ -37,17 +38,21 @@ def test_annotation_patch_touches_only_the_status_annotation() -> None:
     }
 
 
-def test_event_body() -> None:
-    body = event_body(
+def _event(*, warning: bool) -> dict[str, Any]:
+    return event_body(
         namespace="team-a",
         pod="web-1",
         uid="u-1",
         reason="CPULimitAdjusted",
         message="1500m -> 3000m (node factor 2.00, slack 8/16 cores)",
-        warning=False,
+        warning=warning,
         now=datetime(2030, 1, 2, 3, 4, 5, 678, tzinfo=UTC),
         instance="host_1",
     )
+
+
+def test_event_body() -> None:
+    body = _event(warning=False)
     assert body == {
         "apiVersion": "v1",
         "kind": "Event",
@@ -72,17 +77,7 @@ def test_event_body() -> None:
 
 
 def test_warning_event_type() -> None:
-    body = event_body(
-        namespace="n",
-        pod="p",
-        uid="u",
-        reason="ResizeForbidden",
-        message="m",
-        warning=True,
-        now=datetime(2030, 1, 1, tzinfo=UTC),
-        instance="i",
-    )
-    assert body["type"] == "Warning"
+    assert _event(warning=True)["type"] == "Warning"
 
 
 def test_config_status_patch() -> None:

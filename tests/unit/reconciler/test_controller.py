@@ -43,6 +43,18 @@ class Setup:
         due = self.queue.next_due()
         return None if due is None else due - self.clock.now
 
+    def reconcile(self, node: str) -> None:
+        """Reconciles the node once and lets the actuator finish every write it planned."""
+
+        async def scenario() -> None:
+            workers = asyncio.create_task(self.controller.actuator.run())
+            self.controller.reconciler.reconcile(node)
+            await self.controller.actuator.activity.settle()
+            workers.cancel()
+            await asyncio.gather(workers, return_exceptions=True)
+
+        asyncio.run(scenario())
+
 
 def test_pod_changes_are_debounced_by_the_configured_period() -> None:
     setup = Setup()
@@ -135,14 +147,7 @@ def test_losing_the_lease_drops_the_per_node_series() -> None:
     setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
     setup.cache.apply_pod("team-a/p", builders.pod_wire("p", node="n1"))
 
-    async def reconcile() -> None:
-        workers = asyncio.create_task(setup.controller.actuator.run())
-        setup.controller.reconciler.reconcile("n1")
-        await setup.controller.actuator.activity.settle()
-        workers.cancel()
-        await asyncio.gather(workers, return_exceptions=True)
-
-    asyncio.run(reconcile())
+    setup.reconcile("n1")
     assert setup.controller.reconciler.managed_pods == 1
     setup.controller.stop_leading()
     assert setup.controller.reconciler.managed_pods == 0
@@ -234,18 +239,11 @@ def test_an_edit_of_the_status_annotation_wakes_the_node_and_its_echo_does_not()
 
     setup.api.after_send = echo
 
-    async def reconcile() -> None:
-        workers = asyncio.create_task(setup.controller.actuator.run())
-        setup.controller.reconciler.reconcile("n1")
-        await setup.controller.actuator.activity.settle()
-        workers.cancel()
-        await asyncio.gather(workers, return_exceptions=True)
-
     setup.clock.advance(100)
     while setup.queue.pop_ready() is not None:
         pass
     setup.queue.done("n1")
-    asyncio.run(reconcile())
+    setup.reconcile("n1")
     assert setup.api.writes(kind="annotation")
     assert "n1" not in setup.queue
     edited = builders.pod(

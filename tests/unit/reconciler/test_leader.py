@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.io.http import ApiResponse, ApiUnavailable
+from app.io.http import ApiResponse, ApiUnavailable, Request
 from reconciler.leader import ElectionConfig, LeaderElector, micro_time
 from tests.unit.reconciler.fakes import FakeClock
 
@@ -23,9 +23,8 @@ class LeaseStore:
         # The next request is answered only after this many seconds (a paused server).
         self.stall = 0.0
 
-    async def request(
-        self, method: str, path: str, *, body: Mapping[str, Any] | None = None
-    ) -> ApiResponse:
+    async def request(self, request: Request) -> ApiResponse:
+        method, path, body = request.method, request.path, request.body
         if self.unreachable:
             raise ApiUnavailable("connection refused")
         if self.stall:
@@ -122,6 +121,16 @@ def test_a_sole_candidate_creates_the_lease_and_leads() -> None:
     assert store.spec["renewTime"] >= store.spec["acquireTime"]
 
 
+async def _seconds_until_it_leads(candidate: Candidate, *, within: float) -> float:
+    """How long from now the candidate takes to start leading; it crashes once it does."""
+    loop = asyncio.get_running_loop()
+    since = loop.time()
+    await asyncio.wait_for(candidate.started.wait(), within)
+    waited = loop.time() - since
+    await candidate.crash()
+    return waited
+
+
 def test_a_follower_waits_for_expiry_then_takes_over() -> None:
     store = LeaseStore()
 
@@ -134,12 +143,7 @@ def test_a_follower_waits_for_expiry_then_takes_over() -> None:
         assert not second.started.is_set()
         assert not second.elector.is_leader
         await first.crash()
-        loop = asyncio.get_running_loop()
-        crashed_at = loop.time()
-        await asyncio.wait_for(second.started.wait(), 3.0)
-        waited = loop.time() - crashed_at
-        await second.crash()
-        return waited
+        return await _seconds_until_it_leads(second, within=3.0)
 
     waited = asyncio.run(scenario())
     # The follower honours the lease's own duration (whole seconds) from when it saw it change.
@@ -184,12 +188,7 @@ def test_release_hands_over_without_waiting_for_expiry() -> None:
         await first.crash()
         await first.elector.release()
         assert not first.elector.is_leader
-        loop = asyncio.get_running_loop()
-        released_at = loop.time()
-        await asyncio.wait_for(second.started.wait(), 2.0)
-        waited = loop.time() - released_at
-        await second.crash()
-        return waited
+        return await _seconds_until_it_leads(second, within=2.0)
 
     assert asyncio.run(scenario()) < 1.0
     assert store.spec["holderIdentity"] == "b"

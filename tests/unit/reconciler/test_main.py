@@ -4,6 +4,7 @@ import pytest
 
 from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE, default_lease_namespace
 from reconciler.main import parse_args
+from tests.unit.cli import usage_error
 
 
 def test_defaults_match_the_runbook_manager() -> None:
@@ -29,10 +30,7 @@ def test_defaults_match_the_runbook_manager() -> None:
         pytest.param(["--metrics-secure=false"], "metrics_secure", False, id="insecure-metrics"),
         pytest.param(["--metrics-bind-address=0"], "metrics_bind_address", "0", id="disabled"),
         pytest.param(
-            ["--metrics-cert-path=/tmp/k8s-metrics-server/metrics-certs"],
-            "metrics_cert_path",
-            Path("/tmp/k8s-metrics-server/metrics-certs"),
-            id="cert-path",
+            ["--metrics-cert-path=/tmp"], "metrics_cert_path", Path("/tmp"), id="cert-path"
         ),
         pytest.param(
             ["--leader-election-lease-duration=1m"],
@@ -60,15 +58,13 @@ def test_flags(argv: list[str], attribute: str, expected: object) -> None:
         ),
         pytest.param(["--leader-election-lease-duration=soon"], "duration", id="bad-duration"),
         pytest.param(["--log-format=xml"], "invalid choice", id="bad-format"),
+        pytest.param(["--metrics-cert-path=/nonexistent"], "not a directory", id="bad-cert-path"),
     ],
 )
 def test_bad_flags_fail_fast(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        parse_args(argv)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    assert message in usage_error(parse_args, argv, capsys)
 
 
 def test_lease_namespace_defaults_outside_a_cluster() -> None:

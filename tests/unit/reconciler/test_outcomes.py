@@ -139,8 +139,7 @@ def _denied(message: str) -> dict[str, Any]:
 def test_a_stop_landing_in_flight_is_stopped_not_a_bug(message: str) -> None:
     for code in (403, 422):
         answer = classify(code=code, body=_denied(message))
-        assert answer is Answer.STOPPED
-        assert result_of(answer) is Result.CONFLICT
+        assert (answer, result_of(answer)) == (Answer.STOPPED, Result.CONFLICT)
 
 
 def test_a_policy_the_api_server_could_not_set_up_is_retried_soon() -> None:
@@ -152,8 +151,7 @@ def test_a_policy_the_api_server_could_not_set_up_is_retried_soon() -> None:
         "context deadline exceeded"
     )
     answer = classify(code=422, body=body)
-    assert answer is Answer.TRANSIENT
-    assert result_of(answer) is Result.ERROR
+    assert (answer, result_of(answer)) == (Answer.TRANSIENT, Result.ERROR)
 
 
 def test_the_policy_s_other_refusal_is_still_a_bug() -> None:

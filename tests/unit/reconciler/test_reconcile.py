@@ -6,7 +6,13 @@ import pytest
 from reconciler.requeue import CONFLICT_RETRY_SECONDS
 from tests.unit.app import builders
 from tests.unit.app.builders import condition, container
-from tests.unit.reconciler.world import PODS, World, settle, worked_example
+from tests.unit.reconciler.world import (
+    PODS,
+    World,
+    reconciled_example,
+    settle,
+    worked_example,
+)
 
 
 def test_worked_example_converges_to_its_targets() -> None:
@@ -63,9 +69,7 @@ def test_the_resize_is_a_forced_server_side_apply_of_cpu_limits_only() -> None:
 
 
 def test_a_converged_node_writes_nothing() -> None:
-    world = World()
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example()
     settle(world)
     assert world.reconcile() is None
     assert world.api.sent == []
@@ -73,18 +77,14 @@ def test_a_converged_node_writes_nothing() -> None:
 
 
 def test_an_accepted_resize_is_not_repeated_before_the_watch_shows_it() -> None:
-    world = World()
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example()
     world.api.sent.clear()
     world.reconcile()
     assert world.api.sent == []
 
 
 def test_dry_run_annotates_counts_and_announces_once_without_resizing() -> None:
-    world = World(spec={})
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example(spec={})
     assert world.api.writes(kind="resize") == []
     assert world.count("dry-run") == 3
     assert world.annotations()["b"]["dryRun"] is True
@@ -100,9 +100,7 @@ def test_dry_run_annotates_counts_and_announces_once_without_resizing() -> None:
 
 
 def test_a_new_neighbour_changes_dry_run_targets_and_counts_again() -> None:
-    world = World(spec={})
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example(spec={})
     settle(world)
     world.add(
         "d",
@@ -328,9 +326,7 @@ def test_a_vpa_that_controls_limits_excludes_its_pods() -> None:
 
 
 def test_series_of_pods_that_left_are_removed() -> None:
-    world = World()
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example()
     world.cache.apply_pod("team-a/c", None)
     world.reconcile()
     assert world.gauge("headroom_pod_limit_cores", {"namespace": "team-a", "pod": "c"}) is None
@@ -340,9 +336,7 @@ def test_series_of_pods_that_left_are_removed() -> None:
 
 
 def test_a_removed_node_is_forgotten() -> None:
-    world = World()
-    worked_example(world)
-    world.reconcile()
+    world = reconciled_example()
     world.cache.apply_node("node-1", None)
     world.reconcile()
     assert world.gauge("headroom_node_factor", {"node": "node-1"}) is None

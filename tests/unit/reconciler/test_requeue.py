@@ -16,6 +16,7 @@ from reconciler.workqueue import NodeQueue
 from tests.unit.reconciler.fakes import FakeClock, FixedRandom
 
 CRASHED = Outcome(Kind.CRASHED, 300.0)
+RECONCILED = Outcome(Kind.RECONCILED)
 
 
 def queue() -> tuple[NodeQueue, FakeClock]:
@@ -41,7 +42,7 @@ def delays(outcomes: list[Outcome]) -> list[float | None]:
 @pytest.mark.parametrize(
     ("outcome", "delay"),
     [
-        pytest.param(Outcome(Kind.RECONCILED), None, id="reconciled"),
+        pytest.param(RECONCILED, None, id="reconciled"),
         pytest.param(Outcome(Kind.RECONCILED, 42.0), 42.0, id="reconciled-back-off-ends"),
         pytest.param(CRASHED, CRASH_RETRY_SECONDS, id="crashed"),
         pytest.param(APPLIED, None, id="applied"),
@@ -54,46 +55,47 @@ def test_each_outcome_chooses_its_delay(outcome: Outcome, delay: float | None) -
     assert delays([outcome]) == [delay]
 
 
+# Each outcome beside the delay it leads to.
 @pytest.mark.parametrize(
-    ("outcomes", "expected"),
+    "steps",
     [
         pytest.param(
-            [UNAVAILABLE] * 5,
-            [0.5, 1.0, 2.0, 4.0, TRANSIENT_RETRY_CAP_SECONDS],
+            [
+                (UNAVAILABLE, 0.5),
+                (UNAVAILABLE, 1.0),
+                (UNAVAILABLE, 2.0),
+                (UNAVAILABLE, 4.0),
+                (UNAVAILABLE, TRANSIENT_RETRY_CAP_SECONDS),
+            ],
             id="write-failures-double-to-their-cap",
         ),
         pytest.param(
-            [CRASHED, CRASHED, CRASHED], [5.0, 10.0, 20.0], id="crashes-double-to-the-back-off"
+            [(CRASHED, 5.0), (CRASHED, 10.0), (CRASHED, 20.0)], id="crashes-double-to-the-back-off"
         ),
         pytest.param(
-            [CRASHED, UNAVAILABLE, CRASHED, UNAVAILABLE],
-            [5.0, 0.5, 10.0, 1.0],
+            [(CRASHED, 5.0), (UNAVAILABLE, 0.5), (CRASHED, 10.0), (UNAVAILABLE, 1.0)],
             id="streams-count-apart",
         ),
         pytest.param(
-            [UNAVAILABLE, UNAVAILABLE, Outcome(Kind.RECONCILED), UNAVAILABLE],
-            [0.5, 1.0, None, 2.0],
+            [(UNAVAILABLE, 0.5), (UNAVAILABLE, 1.0), (RECONCILED, None), (UNAVAILABLE, 2.0)],
             id="a-reconcile-does-not-reset-write-failures",
         ),
         pytest.param(
-            [UNAVAILABLE, UNAVAILABLE, APPLIED, UNAVAILABLE],
-            [0.5, 1.0, None, 0.5],
+            [(UNAVAILABLE, 0.5), (UNAVAILABLE, 1.0), (APPLIED, None), (UNAVAILABLE, 0.5)],
             id="an-applied-resize-resets-write-failures",
         ),
         pytest.param(
-            [CRASHED, CRASHED, Outcome(Kind.RECONCILED), CRASHED],
-            [5.0, 10.0, None, 5.0],
+            [(CRASHED, 5.0), (CRASHED, 10.0), (RECONCILED, None), (CRASHED, 5.0)],
             id="a-reconcile-resets-crashes",
         ),
         pytest.param(
-            [CRASHED, APPLIED, CRASHED], [5.0, None, 10.0], id="a-resize-does-not-reset-crashes"
+            [(CRASHED, 5.0), (APPLIED, None), (CRASHED, 10.0)], id="a-resize-does-not-reset-crashes"
         ),
     ],
 )
-def test_failures_back_off_per_stream(
-    outcomes: list[Outcome], expected: list[float | None]
-) -> None:
-    assert delays(outcomes) == pytest.approx(expected)
+def test_failures_back_off_per_stream(steps: list[tuple[Outcome, float | None]]) -> None:
+    outcomes = [outcome for outcome, _ in steps]
+    assert delays(outcomes) == pytest.approx([delay for _, delay in steps])
 
 
 def test_a_node_that_left_starts_over() -> None:

@@ -6,9 +6,8 @@ import pytest
 from app.core.pods import excluding
 from app.core.policy import ContainerLimit
 from app.io.budget import Lane
-from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH
+from app.io.http import APPLY_PATCH, JSON, MERGE_PATCH, Request
 from reconciler.writer import (
-    Write,
     annotation_write,
     config_status_write,
     event_write,
@@ -70,7 +69,7 @@ MANAGER = (("fieldManager", "headroom"),)
     ],
 )
 def test_each_write_is_a_value_naming_its_request(
-    write: Write,
+    write: Request,
     method: str,
     path: str,
     content_type: str,
@@ -86,7 +85,7 @@ def test_each_write_is_a_value_naming_its_request(
     )
 
 
-def _limits(write: Write) -> dict[str, Any]:
+def _limits(write: Request) -> dict[str, Any]:
     return {c["name"]: c["resources"]["limits"]["cpu"] for c in write.body["spec"]["containers"]}
 
 

@@ -154,6 +154,14 @@ def worked_example(world: World) -> None:
         world.add(name, containers=[container(cpu_request=cpu)])
 
 
+def reconciled_example(*, spec: dict[str, Any] | None = None) -> World:
+    """A world holding the worked example, reconciled once."""
+    world = World(spec=spec)
+    worked_example(world)
+    world.reconcile()
+    return world
+
+
 def settle(world: World) -> None:
     """Feed the cache what the API server now holds: applied limits and annotations."""
     limits = world.resizes()

@@ -13,7 +13,7 @@ from app.core.config import Settings
 from app.core.labels import LEASE_NAME
 from app.core.nodefeatures import POD_LEVEL_RESIZE
 from app.core.views import object_key
-from app.io.http import JSON, ApiError, ApiResponse
+from app.io.http import JSON, ApiError, ApiResponse, Request
 from app.io.kubeconfig import DEFAULT_LEASE_NAMESPACE
 from tests.unit.app.builders import controlled, headroom_config, namespace, node, pod
 from webhook.cache import AdmissionCache, Resource
@@ -236,11 +236,9 @@ class FakeKube:
         self.requests.append((path, dict(params or {})))
         return self._answer(path, params or {})
 
-    async def request(
-        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), accept: str = JSON
-    ) -> ApiResponse:
-        assert method == "GET"
-        params = dict(query)
+    async def request(self, request: Request) -> ApiResponse:
+        assert request.method == "GET"
+        path, params = request.path, dict(request.query)
         self.requests.append((path, params))
         try:
             return ApiResponse(code=200, body=orjson.dumps(self._answer(path, params)))

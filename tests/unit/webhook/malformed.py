@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.unit.app.builders import (
+    FULL_SPEC,
     condition,
     container,
     headroom_config,
@@ -101,22 +102,7 @@ def full_config() -> dict[str, Any]:
         "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}],
     }
     return headroom_config(
-        spec={
-            "policy": "Proportional",
-            "dryRun": False,
-            "minBurstFloor": "1",
-            "maxMultiplier": "10",
-            "quantum": "10m",
-            "deadband": {"growPercent": 10, "shrinkPercent": 5},
-            "debouncePeriod": "2s",
-            "backoffPeriod": "5m",
-            "rateLimits": {"perNodePatchesPerSecond": 10, "clientQPS": 50, "clientBurst": 100},
-            "webhook": {"enabled": True, "initialMultiplier": "2"},
-            "namespaceSelector": selector,
-            "excludedNamespaces": ["kube-system"],
-            "excludedOwners": [{"kind": "Job", "apiGroup": "batch", "name": "nightly"}],
-            "excludedNodeSelector": selector,
-        }
+        spec={**FULL_SPEC, "namespaceSelector": selector, "excludedNodeSelector": selector}
     )
 
 

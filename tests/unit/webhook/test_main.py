@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from app.io.kubeconfig import default_lease_namespace
+from tests.unit.cli import usage_error
 from tests.unit.webhook.builders import admission_review, new_pod
 from tests.unit.webhook.process import Running
 from webhook.main import parse_args
@@ -45,10 +46,7 @@ def test_the_reconcilers_lease_can_be_looked_for_elsewhere() -> None:
 def test_bad_flags_fail_fast(
     flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        parse_args(flags)
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    assert message in usage_error(parse_args, flags, capsys)
 
 
 def test_metrics_secure_accepts_the_equals_form() -> None:

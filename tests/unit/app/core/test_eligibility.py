@@ -308,24 +308,20 @@ def test_node_reason_in_words(facts: NodeFacts, text: str) -> None:
     assert node_reason(reason, facts) == text
 
 
+# A Job of the batch API group.
+BATCH_JOB = owner_ref("Job", "x", api_version="batch/v1")
+
+
 @pytest.mark.parametrize(
     ("exclusion", "owner", "excluded"),
     [
-        pytest.param(
-            OwnerExclusion("Job"), owner_ref("Job", "x", api_version="batch/v1"), True, id="kind"
-        ),
+        pytest.param(OwnerExclusion("Job"), BATCH_JOB, True, id="kind"),
         pytest.param(OwnerExclusion("Job"), owner_ref("CronJob", "x"), False, id="other-kind"),
         pytest.param(
-            OwnerExclusion("Job", api_group="batch"),
-            owner_ref("Job", "x", api_version="batch/v1"),
-            True,
-            id="kind-and-group",
+            OwnerExclusion("Job", api_group="batch"), BATCH_JOB, True, id="kind-and-group"
         ),
         pytest.param(
-            OwnerExclusion("Job", api_group="example.com"),
-            owner_ref("Job", "x", api_version="batch/v1"),
-            False,
-            id="other-group",
+            OwnerExclusion("Job", api_group="example.com"), BATCH_JOB, False, id="other-group"
         ),
         pytest.param(
             OwnerExclusion("Node", api_group=""),
@@ -357,6 +353,14 @@ def test_pod_without_owners_is_never_owner_excluded() -> None:
     assert not owner_excluded(settings, pod_info(owners=[]))
 
 
+# Every container's policy: requests only.
+REQUESTS_ONLY: Final = [{"containerName": "*", "controlledValues": "RequestsOnly"}]
+# A VPA whose one policy, requests only, names the container app.
+APP_REQUESTS_ONLY = vpa(
+    container_policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}]
+)
+
+
 @pytest.mark.parametrize(
     ("obj", "container_names", "controls"),
     [
@@ -365,10 +369,7 @@ def test_pod_without_owners_is_never_owner_excluded() -> None:
         pytest.param(vpa(update_mode="Auto"), None, True, id="update-auto"),
         pytest.param(vpa(update_mode="Initial"), None, True, id="update-initial"),
         pytest.param(
-            vpa(container_policies=[{"containerName": "*", "controlledValues": "RequestsOnly"}]),
-            None,
-            False,
-            id="requests-only-everywhere",
+            vpa(container_policies=REQUESTS_ONLY), None, False, id="requests-only-everywhere"
         ),
         pytest.param(
             vpa(
@@ -384,31 +385,11 @@ def test_pod_without_owners_is_never_owner_excluded() -> None:
             True,
             id="controlled-values-unset",
         ),
+        pytest.param(APP_REQUESTS_ONLY, None, True, id="unnamed-containers-get-the-default"),
+        pytest.param(APP_REQUESTS_ONLY, ["app"], False, id="every-container-requests-only"),
+        pytest.param(APP_REQUESTS_ONLY, ["app", "proxy"], True, id="sidecar-gets-the-default"),
         pytest.param(
-            vpa(container_policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}]),
-            None,
-            True,
-            id="unnamed-containers-get-the-default",
-        ),
-        pytest.param(
-            vpa(container_policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}]),
-            ["app"],
-            False,
-            id="every-container-requests-only",
-        ),
-        pytest.param(
-            vpa(container_policies=[{"containerName": "app", "controlledValues": "RequestsOnly"}]),
-            ["app", "proxy"],
-            True,
-            id="sidecar-gets-the-default",
-        ),
-        pytest.param(
-            vpa(
-                container_policies=[
-                    {"containerName": "*", "controlledValues": "RequestsOnly"},
-                    {"containerName": "proxy", "mode": "Off"},
-                ]
-            ),
+            vpa(container_policies=[*REQUESTS_ONLY, {"containerName": "proxy", "mode": "Off"}]),
             ["app", "proxy"],
             False,
             id="mode-off-container",
@@ -549,9 +530,6 @@ POD_LEVEL = pod_resources(cpu_request="1", memory_request="256Mi")
 )
 def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) -> None:
     assert gates(**overrides) is reason
-
-
-REQUESTS_ONLY: Final = [{"containerName": "*", "controlledValues": "RequestsOnly"}]
 
 
 @pytest.mark.parametrize(

@@ -2,27 +2,17 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
 from app.core.config import DEFAULT_SETTINGS
 from app.core.explain import Explanation, event_message, explain, status_annotation
 from app.core.policy import NodeResult, PodResult, compute_node
+from tests.unit.app.builders import POD_B_EXPLANATION as POD_B
 from tests.unit.app.core.policy.inputs import managed_pod, node_input
 
 NOW = datetime(2026, 3, 1, 12, 30, 45, 999999, tzinfo=UTC)
-# Pod B of design section 2's worked example, currently limited to 1.5 cores.
-POD_B = Explanation(
-    factor="2.00",
-    slack_m=8000,
-    overbooked_m=0,
-    allocatable_m=16000,
-    managed_m=8000,
-    node_pods=3,
-    current_m=1500,
-    target_m=3000,
-    dry_run=False,
-)
 
 
 def worked_example() -> tuple[NodeResult, PodResult]:
@@ -53,51 +43,56 @@ def test_factor_has_two_decimals(factor: Fraction, text: str) -> None:
     assert explain(replace(node, factor=factor), pod, dry_run=False).factor == text
 
 
+# Each case is pod B's explanation with its changes.
 @pytest.mark.parametrize(
-    ("explanation", "message"),
+    ("changes", "message"),
     [
-        pytest.param(POD_B, "1500m -> 3000m (node factor 2.00, slack 8/16 cores)", id="applied"),
+        pytest.param({}, "1500m -> 3000m (node factor 2.00, slack 8/16 cores)", id="applied"),
         pytest.param(
-            replace(POD_B, dry_run=True),
+            {"dry_run": True},
             "would set 1500m -> 3000m (node factor 2.00, slack 8/16 cores)",
             id="dry-run",
         ),
         pytest.param(
-            replace(POD_B, slack_m=8500, allocatable_m=16000),
+            {"slack_m": 8500, "allocatable_m": 16000},
             "1500m -> 3000m (node factor 2.00, slack 8.5/16 cores)",
             id="fractional-slack",
         ),
         pytest.param(
-            replace(POD_B, slack_m=250, allocatable_m=3750),
+            {"slack_m": 250, "allocatable_m": 3750},
             "1500m -> 3000m (node factor 2.00, slack 0.25/3.75 cores)",
             id="two-decimals",
         ),
         pytest.param(
-            replace(POD_B, current_m=0),
+            {"current_m": 0},
             "unset -> 3000m (node factor 2.00, slack 8/16 cores)",
             id="no-limit-yet",
         ),
         pytest.param(
-            replace(POD_B, pool="web"),
+            {"pool": "web"},
             "1500m -> 3000m (node factor 2.00, slack 8/16 cores, pool web)",
             id="pool",
         ),
         pytest.param(
-            replace(
-                POD_B, factor="1.00", slack_m=0, overbooked_m=500, current_m=3000, target_m=1500
-            ),
+            {
+                "factor": "1.00",
+                "slack_m": 0,
+                "overbooked_m": 500,
+                "current_m": 3000,
+                "target_m": 1500,
+            },
             "3000m -> 1500m (node factor 1.00, slack 0/16 cores, overbooked by 0.5 cores)",
             id="overbooked-node",
         ),
         pytest.param(
-            replace(POD_B, vpa_target_m=3000),
+            {"vpa_target_m": 3000},
             "1500m -> 3000m (node factor 2.00, slack 8/16 cores, VPA target 3000m)",
             id="vpa-target",
         ),
     ],
 )
-def test_event_message(explanation: Explanation, message: str) -> None:
-    assert event_message(explanation) == message
+def test_event_message(changes: dict[str, Any], message: str) -> None:
+    assert event_message(replace(POD_B, **changes)) == message
 
 
 def test_status_annotation_fields() -> None:

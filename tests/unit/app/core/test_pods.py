@@ -7,6 +7,7 @@ from app.core.labels import MAX_CPU_ANNOTATION, MIRROR_POD_ANNOTATION
 from app.core.pods import (
     ContainerInfo,
     OwnerRef,
+    PodInfo,
     PodLevelResources,
     PodSpecWire,
     booked_cpu_m,
@@ -265,65 +266,54 @@ def test_max_cpu_annotation_is_read() -> None:
     assert bad.max_cpu_warning is not None
 
 
+# What the pod reads from its conditions: the pending reason, its message, and an error.
 @pytest.mark.parametrize(
-    ("conditions", "pending", "message", "error"),
+    ("conditions", "expected"),
     [
-        pytest.param([], None, "", False, id="none"),
+        pytest.param([], (None, "", False), id="none"),
         pytest.param(
             [condition("PodResizePending", reason="Deferred", message="node busy")],
-            "Deferred",
-            "node busy",
-            False,
+            ("Deferred", "node busy", False),
             id="deferred",
         ),
         pytest.param(
             [condition("PodResizePending", reason="Infeasible")],
-            "Infeasible",
-            "",
-            False,
+            ("Infeasible", "", False),
             id="infeasible",
         ),
         pytest.param(
             [condition("PodResizeInProgress", reason="Error", message="cgroup write failed")],
-            None,
-            "",
-            True,
+            (None, "", True),
             id="in-progress-error",
         ),
-        pytest.param([condition("PodResizeInProgress")], None, "", False, id="in-progress"),
+        pytest.param([condition("PodResizeInProgress")], (None, "", False), id="in-progress"),
         pytest.param(
             [condition("PodResizePending", reason="Deferred", status="False")],
-            None,
-            "",
-            False,
+            (None, "", False),
             id="not-true",
         ),
-        pytest.param([condition("Ready")], None, "", False, id="other-condition"),
+        pytest.param([condition("Ready")], (None, "", False), id="other-condition"),
     ],
 )
 def test_resize_conditions(
-    conditions: list[dict[str, Any]], pending: str | None, message: str, error: bool
+    conditions: list[dict[str, Any]], expected: tuple[str | None, str, bool]
 ) -> None:
     info = pod_info(conditions=conditions)
-    assert (info.resize_pending, info.resize_pending_message, info.resize_error) == (
-        pending,
-        message,
-        error,
-    )
+    assert (info.resize_pending, info.resize_pending_message, info.resize_error) == expected
 
 
 @pytest.mark.parametrize(
-    ("overrides", "terminal"),
+    ("info", "terminal"),
     [
-        pytest.param({"phase": "Running"}, False, id="running"),
-        pytest.param({"phase": "Pending"}, False, id="pending"),
-        pytest.param({"phase": "Succeeded"}, True, id="succeeded"),
-        pytest.param({"phase": "Failed"}, True, id="failed"),
-        pytest.param({"deletion_timestamp": "2026-01-01T00:00:00Z"}, True, id="deleting"),
+        pytest.param(pod_info(phase="Running"), False, id="running"),
+        pytest.param(pod_info(phase="Pending"), False, id="pending"),
+        pytest.param(pod_info(phase="Succeeded"), True, id="succeeded"),
+        pytest.param(pod_info(phase="Failed"), True, id="failed"),
+        pytest.param(pod_info(deletion_timestamp="2026-01-01T00:00:00Z"), True, id="deleting"),
     ],
 )
-def test_terminal(overrides: dict[str, Any], terminal: bool) -> None:
-    assert pod_info(**overrides).terminal is terminal
+def test_terminal(info: PodInfo, terminal: bool) -> None:
+    assert info.terminal is terminal
 
 
 def test_mirror_pods_are_recognised() -> None:

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from fractions import Fraction
 
 import pytest
@@ -104,36 +105,28 @@ def test_parse_cpu_millis_rejects(text: str) -> None:
         parse_cpu_millis(text)
 
 
+# Millicores as a Kubernetes quantity, and as cores for people to read.
 @pytest.mark.parametrize(
-    ("millis", "text"),
+    ("format_", "millis", "text"),
     [
-        pytest.param(1500, "1500m", id="fraction-of-core"),
-        pytest.param(2000, "2", id="whole-cores"),
-        pytest.param(0, "0", id="zero"),
-        pytest.param(1, "1m", id="one-milli"),
-        pytest.param(-500, "-500m", id="negative"),
+        pytest.param(format_cpu_millis, 1500, "1500m", id="quantity-fraction-of-core"),
+        pytest.param(format_cpu_millis, 2000, "2", id="quantity-whole-cores"),
+        pytest.param(format_cpu_millis, 0, "0", id="quantity-zero"),
+        pytest.param(format_cpu_millis, 1, "1m", id="quantity-one-milli"),
+        pytest.param(format_cpu_millis, -500, "-500m", id="quantity-negative"),
+        pytest.param(format_cores, 8000, "8", id="cores-whole"),
+        pytest.param(format_cores, 8500, "8.5", id="cores-one-decimal"),
+        pytest.param(format_cores, 250, "0.25", id="cores-two-decimals"),
+        pytest.param(format_cores, 1234, "1.23", id="cores-rounds-down"),
+        pytest.param(format_cores, 1235, "1.24", id="cores-half-rounds-up"),
+        pytest.param(format_cores, 8004, "8", id="cores-rounds-to-whole"),
+        pytest.param(format_cores, 0, "0", id="cores-zero"),
+        pytest.param(format_cores, -500, "-0.5", id="cores-negative"),
+        pytest.param(format_cores, -3, "0", id="cores-negative-rounds-to-zero"),
     ],
 )
-def test_format_cpu_millis(millis: int, text: str) -> None:
-    assert format_cpu_millis(millis) == text
-
-
-@pytest.mark.parametrize(
-    ("millis", "text"),
-    [
-        pytest.param(8000, "8", id="whole"),
-        pytest.param(8500, "8.5", id="one-decimal"),
-        pytest.param(250, "0.25", id="two-decimals"),
-        pytest.param(1234, "1.23", id="rounds-down"),
-        pytest.param(1235, "1.24", id="half-rounds-up"),
-        pytest.param(8004, "8", id="rounds-to-whole"),
-        pytest.param(0, "0", id="zero"),
-        pytest.param(-500, "-0.5", id="negative"),
-        pytest.param(-3, "0", id="negative-rounds-to-zero"),
-    ],
-)
-def test_format_cores(millis: int, text: str) -> None:
-    assert format_cores(millis) == text
+def test_format(format_: Callable[[int], str], millis: int, text: str) -> None:
+    assert format_(millis) == text
 
 
 @given(st.integers(min_value=0, max_value=10**9))

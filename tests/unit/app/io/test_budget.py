@@ -53,12 +53,18 @@ def test_waiters_are_served_in_arrival_order() -> None:
     assert asyncio.run(scenario()) == [0, 1, 2, 3]
 
 
+async def _queued_behind_the_only_token(budget: WriteBudget) -> asyncio.Task[None]:
+    """Spends the budget's one token and queues a second acquire behind it."""
+    await budget.acquire()
+    waiter = asyncio.create_task(budget.acquire())
+    await asyncio.sleep(0)
+    return waiter
+
+
 def test_a_refund_serves_the_next_waiter() -> None:
     async def scenario() -> bool:
         budget = WriteBudget(rate=0.001, burst=1)
-        await budget.acquire()
-        waiter = asyncio.create_task(budget.acquire())
-        await asyncio.sleep(0)
+        waiter = await _queued_behind_the_only_token(budget)
         budget.refund()
         await asyncio.wait_for(waiter, 1.0)
         return waiter.done()
@@ -69,9 +75,7 @@ def test_a_refund_serves_the_next_waiter() -> None:
 def test_a_cancelled_waiter_gives_its_place_up() -> None:
     async def scenario() -> int:
         budget = WriteBudget(rate=20.0, burst=1)
-        await budget.acquire()
-        gone = asyncio.create_task(budget.acquire())
-        await asyncio.sleep(0)
+        gone = await _queued_behind_the_only_token(budget)
         gone.cancel()
         await asyncio.gather(gone, return_exceptions=True)
         await asyncio.wait_for(budget.acquire(), 1.0)

@@ -11,7 +11,15 @@ from aiohttp import web
 from kubernetes.aio import client as aio_client
 
 from app.io.budget import Lane, WriteBudget
-from app.io.http import APPLY_PATCH, ApiError, ApiResponse, ApiUnavailable, KubeHttp, Skipped
+from app.io.http import (
+    APPLY_PATCH,
+    ApiError,
+    ApiResponse,
+    ApiUnavailable,
+    KubeHttp,
+    Request,
+    Skipped,
+)
 
 Scenario = Callable[[KubeHttp, list[web.Request]], Awaitable[Any]]
 
@@ -168,11 +176,13 @@ def test_a_stream_yields_each_event_line_until_the_server_ends_it() -> None:
 def test_a_patch_sends_its_content_type_and_json_body() -> None:
     async def scenario(http: KubeHttp, seen: list[web.Request]) -> ApiResponse:
         return await http.request(
-            "PATCH",
-            "/api/v1/namespaces/ns/pods/p/resize",
-            query=[("fieldManager", "headroom"), ("force", "true")],
-            body={"spec": {"containers": []}},
-            content_type=APPLY_PATCH,
+            Request(
+                "PATCH",
+                "/api/v1/namespaces/ns/pods/p/resize",
+                {"spec": {"containers": []}},
+                content_type=APPLY_PATCH,
+                query=(("fieldManager", "headroom"), ("force", "true")),
+            )
         )
 
     assert _run(scenario).json() == {
@@ -184,7 +194,7 @@ def test_a_patch_sends_its_content_type_and_json_body() -> None:
 
 def test_refusals_come_back_as_responses_with_their_status() -> None:
     async def scenario(http: KubeHttp, seen: list[web.Request]) -> ApiResponse:
-        return await http.request("GET", "/api/v1/namespaces/missing")
+        return await http.request(Request("GET", "/api/v1/namespaces/missing"))
 
     response = _run(scenario)
     assert (response.code, response.ok, response.message) == (
@@ -197,21 +207,26 @@ def test_refusals_come_back_as_responses_with_their_status() -> None:
     assert (raised.value.status, raised.value.reason) == (404, "NotFound")
 
 
+async def _primary_burst_goes_at_once(http: KubeHttp) -> None:
+    """Five writes on the resizes' lane, each sent within a second: none waits for a refill."""
+    for _ in range(5):
+        await asyncio.wait_for(
+            http.request(Request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY)), 1.0
+        )
+
+
 def test_writes_spend_tokens_of_their_lane_s_budget_and_reads_do_not() -> None:
     async def scenario(http: KubeHttp, seen: list[web.Request]) -> int:
         for _ in range(5):
-            await http.request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY)
-        await http.request("GET", "/api/v1/namespaces/a")  # a read: no token
+            await http.request(Request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY))
+        await http.request(Request("GET", "/api/v1/namespaces/a"))  # a read: no token
         # The explanations' burst of five is spent and the refill is slow: a sixth waits.
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(
-                http.request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY), 0.2
+                http.request(Request("GET", "/api/v1/namespaces/a", lane=Lane.SECONDARY)), 0.2
             )
         # The resizes' budget is their own: all five of its burst go at once.
-        for _ in range(5):
-            await asyncio.wait_for(
-                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 1.0
-            )
+        await _primary_burst_goes_at_once(http)
         return len(seen)
 
     assert _run(scenario) == 11
@@ -222,13 +237,11 @@ def test_a_write_whose_precondition_fails_is_not_sent_and_refunds_its_token() ->
         for _ in range(5):
             with pytest.raises(Skipped):
                 await http.request(
-                    "GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY, precondition=lambda: False
+                    Request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY),
+                    precondition=lambda: False,
                 )
         # Every token came back: five writes still go out at once.
-        for _ in range(5):
-            await asyncio.wait_for(
-                http.request("GET", "/api/v1/namespaces/a", lane=Lane.PRIMARY), 1.0
-            )
+        await _primary_burst_goes_at_once(http)
         return len(seen)
 
     assert _run(scenario) == 5
@@ -261,7 +274,7 @@ def test_an_unreachable_server_is_unavailable() -> None:
             timeout_seconds=2,
         )
         try:
-            await http.request("GET", "/api/v1/pods")
+            await http.request(Request("GET", "/api/v1/pods"))
         finally:
             await http.close()
 

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from app.io.http import JSON, METADATA, METADATA_LIST, ApiError, ApiResponse
+from app.io.http import JSON, METADATA, METADATA_LIST, ApiError, ApiResponse, Request
 from app.io.reflector import Reflector
 from tests.unit.reconciler.fakes import FixedRandom
 
@@ -47,22 +47,16 @@ class Script:
         self.accepted: list[str] = []
         self.exhausted = asyncio.Event()
 
-    async def request(
-        self, method: str, path: str, *, query: Sequence[tuple[str, str]] = (), accept: str = JSON
-    ) -> ApiResponse:
-        assert (method, path) == ("GET", PATH)
-        self.list_queries.append(dict(query))
-        self.accepted.append(accept)
+    async def request(self, request: Request) -> ApiResponse:
+        assert (request.method, request.path) == ("GET", PATH)
+        self.list_queries.append(dict(request.query))
+        self.accepted.append(request.accept)
         return self.lists.pop(0)
 
+    # No default for accept: the reflector always names what it accepts, and the tests check it.
     @asynccontextmanager
     async def stream(
-        self,
-        path: str,
-        *,
-        query: Sequence[tuple[str, str]],
-        timeout_seconds: int,
-        accept: str = JSON,
+        self, path: str, *, query: Sequence[tuple[str, str]], timeout_seconds: int, accept: str
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         assert path == PATH
         assert 240 <= timeout_seconds <= 480
@@ -99,6 +93,18 @@ class Recorder:
         self.calls.append((kind, orjson.loads(raw)["metadata"]["name"]))
 
 
+def drive(reflector: Reflector, *, until: asyncio.Event) -> None:
+    """Runs the reflector until the event is set, then stops it."""
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(reflector.run())
+        await asyncio.wait_for(until.wait(), 5.0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+
+
 def run(
     script: Script, *, field_selector: str | None = None, metadata_only: bool = False
 ) -> tuple[Recorder, Reflector]:
@@ -109,17 +115,11 @@ def run(
         handler=recorder,
         field_selector=field_selector,
         metadata_only=metadata_only,
-        page_size=2,
         rand=FixedRandom(0.0),
+        page_size=2,
     )
 
-    async def scenario() -> None:
-        task = asyncio.ensure_future(reflector.run())
-        await asyncio.wait_for(script.exhausted.wait(), 5.0)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(scenario())
+    drive(reflector, until=script.exhausted)
     return recorder, reflector
 
 
@@ -213,13 +213,7 @@ def test_an_absent_api_counts_as_synced_and_empty() -> None:
     recorder = Recorder()
     reflector = Reflector(api=script, path=PATH, handler=recorder)
 
-    async def scenario() -> None:
-        task = asyncio.ensure_future(reflector.run())
-        await asyncio.wait_for(reflector.synced.wait(), 5.0)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(scenario())
+    drive(reflector, until=reflector.synced)
     assert recorder.calls == [("relist", ""), ("relisted", "")]
     assert script.watch_queries == []
 
@@ -240,13 +234,7 @@ def test_a_handler_bug_relists_instead_of_stopping_the_watch() -> None:
     recorder.event = fragile  # type: ignore[method-assign]
     reflector = Reflector(api=script, path=PATH, handler=recorder, rand=FixedRandom(0.0))
 
-    async def scenario() -> None:
-        task = asyncio.ensure_future(reflector.run())
-        await asyncio.wait_for(script.exhausted.wait(), 5.0)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(scenario())
+    drive(reflector, until=script.exhausted)
     assert recorder.calls.count(("relist", "")) == 2
     assert [q["resourceVersion"] for q in script.watch_queries] == ["2", "4"]
 

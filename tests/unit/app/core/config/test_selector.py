@@ -7,6 +7,14 @@ from app.core.config import LabelSelector, SelectorError, parse_label_selector
 ENV_IN = {"key": "env", "operator": "In", "values": ["prod", "staging"]}
 
 
+def _env(operator: str, values: list[str] | None = None) -> dict[str, Any]:
+    """A selector of one expression on the env label; no values leaves the field out."""
+    expression: dict[str, Any] = {"key": "env", "operator": operator}
+    if values is not None:
+        expression["values"] = values
+    return {"matchExpressions": [expression]}
+
+
 @pytest.mark.parametrize(
     ("selector", "labels", "matches"),
     [
@@ -17,48 +25,13 @@ ENV_IN = {"key": "env", "operator": "In", "values": ["prod", "staging"]}
         pytest.param({"matchExpressions": [ENV_IN]}, {"env": "prod"}, True, id="in-match"),
         pytest.param({"matchExpressions": [ENV_IN]}, {"env": "dev"}, False, id="in-other"),
         pytest.param({"matchExpressions": [ENV_IN]}, {}, False, id="in-absent"),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]},
-            {"env": "dev"},
-            True,
-            id="notin-other",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]},
-            {"env": "prod"},
-            False,
-            id="notin-listed",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]},
-            {},
-            True,
-            id="notin-absent-matches",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "Exists"}]},
-            {"env": ""},
-            True,
-            id="exists-empty-value",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "Exists", "values": []}]},
-            {},
-            False,
-            id="exists-absent",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "DoesNotExist"}]},
-            {},
-            True,
-            id="doesnotexist-absent-matches",
-        ),
-        pytest.param(
-            {"matchExpressions": [{"key": "env", "operator": "DoesNotExist"}]},
-            {"env": "prod"},
-            False,
-            id="doesnotexist-present",
-        ),
+        pytest.param(_env("NotIn", ["prod"]), {"env": "dev"}, True, id="notin-other"),
+        pytest.param(_env("NotIn", ["prod"]), {"env": "prod"}, False, id="notin-listed"),
+        pytest.param(_env("NotIn", ["prod"]), {}, True, id="notin-absent-matches"),
+        pytest.param(_env("Exists"), {"env": ""}, True, id="exists-empty-value"),
+        pytest.param(_env("Exists", []), {}, False, id="exists-absent"),
+        pytest.param(_env("DoesNotExist"), {}, True, id="doesnotexist-absent-matches"),
+        pytest.param(_env("DoesNotExist"), {"env": "prod"}, False, id="doesnotexist-present"),
         pytest.param(
             {"matchLabels": {"team": "a"}, "matchExpressions": [ENV_IN]},
             {"team": "a", "env": "dev"},

@@ -12,27 +12,7 @@ from app.core.config import (
     parse_label_selector,
     validate_config,
 )
-from tests.unit.app.builders import headroom_config
-
-FULL_SPEC: dict[str, Any] = {
-    "policy": "Proportional",
-    "dryRun": False,
-    "minBurstFloor": "500m",
-    "maxMultiplier": "4.5",
-    "quantum": "50m",
-    "deadband": {"growPercent": 20, "shrinkPercent": 10},
-    "debouncePeriod": "1m30s",
-    "backoffPeriod": "10m",
-    "rateLimits": {"perNodePatchesPerSecond": 5, "clientQPS": 20, "clientBurst": 40},
-    "webhook": {"enabled": False, "initialMultiplier": "3"},
-    "namespaceSelector": {"matchLabels": {"team": "a"}},
-    "excludedNamespaces": ["kube-system", "monitoring"],
-    "excludedOwners": [
-        {"kind": "DaemonSet"},
-        {"kind": "StatefulSet", "apiGroup": "apps", "name": "db"},
-    ],
-    "excludedNodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]},
-}
+from tests.unit.app.builders import FULL_SPEC, headroom_config
 
 
 def test_no_config_gives_the_defaults() -> None:
@@ -63,34 +43,36 @@ def test_default_values() -> None:
     assert settings.excluded_node_selector is None
 
 
+# What FULL_SPEC parses to, setting by setting; the rest keep their defaults.
+FULL_SPEC_SETTINGS: dict[str, Any] = {
+    "dry_run": False,
+    "min_burst_floor_m": 500,
+    "max_multiplier": Fraction(9, 2),
+    "quantum_m": 50,
+    "grow_percent": 20,
+    "shrink_percent": 10,
+    "debounce_seconds": 90.0,
+    "backoff_seconds": 600.0,
+    "per_node_patches_per_second": 5,
+    "client_qps": 20,
+    "client_burst": 40,
+    "webhook_enabled": False,
+    "webhook_initial_multiplier": Fraction(3),
+    "namespace_selector": parse_label_selector({"matchLabels": {"team": "a"}}),
+    "excluded_namespaces": frozenset({"kube-system", "monitoring"}),
+    "excluded_owners": (
+        OwnerExclusion(kind="DaemonSet"),
+        OwnerExclusion(kind="StatefulSet", api_group="apps", name="db"),
+    ),
+    "excluded_node_selector": parse_label_selector(
+        {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
+    ),
+}
+
+
 def test_every_field_is_parsed() -> None:
     settings = parse_config(headroom_config(generation=3, spec=FULL_SPEC))
-    assert settings == replace(
-        DEFAULT_SETTINGS,
-        dry_run=False,
-        min_burst_floor_m=500,
-        max_multiplier=Fraction(9, 2),
-        quantum_m=50,
-        grow_percent=20,
-        shrink_percent=10,
-        debounce_seconds=90.0,
-        backoff_seconds=600.0,
-        per_node_patches_per_second=5,
-        client_qps=20,
-        client_burst=40,
-        webhook_enabled=False,
-        webhook_initial_multiplier=Fraction(3),
-        namespace_selector=parse_label_selector({"matchLabels": {"team": "a"}}),
-        excluded_namespaces=frozenset({"kube-system", "monitoring"}),
-        excluded_owners=(
-            OwnerExclusion(kind="DaemonSet"),
-            OwnerExclusion(kind="StatefulSet", api_group="apps", name="db"),
-        ),
-        excluded_node_selector=parse_label_selector(
-            {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
-        ),
-        generation=3,
-    )
+    assert settings == replace(DEFAULT_SETTINGS, **FULL_SPEC_SETTINGS, generation=3)
 
 
 @pytest.mark.parametrize(
@@ -145,6 +127,11 @@ def test_edge_values_are_legal(spec: dict[str, Any], field: str, value: object) 
     assert getattr(parse_config(headroom_config(spec=spec)), field) == value
 
 
+def _spec_error(spec: dict[str, Any], *paths: str, id: str) -> Any:
+    """A case of a config whose spec alone is wrong, at these paths."""
+    return pytest.param(headroom_config(spec=spec), list(paths), id=id)
+
+
 @pytest.mark.parametrize(
     ("config", "paths"),
     [
@@ -152,158 +139,88 @@ def test_edge_values_are_legal(spec: dict[str, Any], field: str, value: object) 
         pytest.param({"spec": {}}, ["metadata.name"], id="no-metadata"),
         pytest.param({"metadata": "cluster"}, ["metadata", "metadata.name"], id="bad-metadata"),
         pytest.param({"metadata": {"name": "cluster"}, "spec": []}, ["spec"], id="spec-not-object"),
-        pytest.param(headroom_config(spec={"polcy": "x"}), ["spec.polcy"], id="unknown-field"),
-        pytest.param(headroom_config(spec={"policy": "Greedy"}), ["spec.policy"], id="bad-policy"),
-        pytest.param(headroom_config(spec={"dryRun": "yes"}), ["spec.dryRun"], id="dryrun-string"),
-        pytest.param(
-            headroom_config(spec={"minBurstFloor": "-1"}),
-            ["spec.minBurstFloor"],
-            id="negative-floor",
+        _spec_error({"polcy": "x"}, "spec.polcy", id="unknown-field"),
+        _spec_error({"policy": "Greedy"}, "spec.policy", id="bad-policy"),
+        _spec_error({"dryRun": "yes"}, "spec.dryRun", id="dryrun-string"),
+        _spec_error({"minBurstFloor": "-1"}, "spec.minBurstFloor", id="negative-floor"),
+        _spec_error({"minBurstFloor": "1 core"}, "spec.minBurstFloor", id="bad-quantity"),
+        _spec_error({"minBurstFloor": 0.5}, "spec.minBurstFloor", id="float-quantity"),
+        _spec_error({"minBurstFloor": True}, "spec.minBurstFloor", id="bool-quantity"),
+        _spec_error({"maxMultiplier": "101"}, "spec.maxMultiplier", id="multiplier-high"),
+        _spec_error({"maxMultiplier": "-1"}, "spec.maxMultiplier", id="multiplier-negative"),
+        _spec_error({"quantum": "0"}, "spec.quantum", id="zero-quantum"),
+        _spec_error({"quantum": "-10m"}, "spec.quantum", id="negative-quantum"),
+        _spec_error(
+            {"deadband": {"growPercent": 101}}, "spec.deadband.growPercent", id="grow-above-100"
         ),
-        pytest.param(
-            headroom_config(spec={"minBurstFloor": "1 core"}),
-            ["spec.minBurstFloor"],
-            id="bad-quantity",
+        _spec_error(
+            {"deadband": {"shrinkPercent": -1}}, "spec.deadband.shrinkPercent", id="shrink-negative"
         ),
-        pytest.param(
-            headroom_config(spec={"minBurstFloor": 0.5}),
-            ["spec.minBurstFloor"],
-            id="float-quantity",
+        _spec_error(
+            {"deadband": {"growPercent": "10"}}, "spec.deadband.growPercent", id="grow-string"
         ),
-        pytest.param(
-            headroom_config(spec={"minBurstFloor": True}),
-            ["spec.minBurstFloor"],
-            id="bool-quantity",
+        _spec_error(
+            {"deadband": {"growPercent": True}}, "spec.deadband.growPercent", id="grow-bool"
         ),
-        pytest.param(
-            headroom_config(spec={"maxMultiplier": "101"}),
-            ["spec.maxMultiplier"],
-            id="multiplier-high",
-        ),
-        pytest.param(
-            headroom_config(spec={"maxMultiplier": "-1"}),
-            ["spec.maxMultiplier"],
-            id="multiplier-negative",
-        ),
-        pytest.param(headroom_config(spec={"quantum": "0"}), ["spec.quantum"], id="zero-quantum"),
-        pytest.param(
-            headroom_config(spec={"quantum": "-10m"}), ["spec.quantum"], id="negative-quantum"
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": {"growPercent": 101}}),
-            ["spec.deadband.growPercent"],
-            id="grow-above-100",
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": {"shrinkPercent": -1}}),
-            ["spec.deadband.shrinkPercent"],
-            id="shrink-negative",
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": {"growPercent": "10"}}),
-            ["spec.deadband.growPercent"],
-            id="grow-string",
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": {"growPercent": True}}),
-            ["spec.deadband.growPercent"],
-            id="grow-bool",
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": {"grow": 10}}),
-            ["spec.deadband.grow"],
-            id="unknown-deadband-field",
-        ),
-        pytest.param(
-            headroom_config(spec={"deadband": 10}), ["spec.deadband"], id="deadband-scalar"
-        ),
-        pytest.param(
-            headroom_config(spec={"debouncePeriod": "2"}), ["spec.debouncePeriod"], id="no-unit"
-        ),
-        pytest.param(
-            headroom_config(spec={"debouncePeriod": 2}), ["spec.debouncePeriod"], id="duration-int"
-        ),
-        pytest.param(
-            headroom_config(spec={"backoffPeriod": "-5m"}),
-            ["spec.backoffPeriod"],
-            id="negative-backoff",
-        ),
-        pytest.param(
-            headroom_config(spec={"rateLimits": {"clientQPS": 0}}),
-            ["spec.rateLimits.clientQPS"],
-            id="zero-qps",
-        ),
-        pytest.param(
-            headroom_config(spec={"rateLimits": {"perNodePatchesPerSecond": 0, "clientBurst": 0}}),
-            ["spec.rateLimits.perNodePatchesPerSecond", "spec.rateLimits.clientBurst"],
+        _spec_error({"deadband": {"grow": 10}}, "spec.deadband.grow", id="unknown-deadband-field"),
+        _spec_error({"deadband": 10}, "spec.deadband", id="deadband-scalar"),
+        _spec_error({"debouncePeriod": "2"}, "spec.debouncePeriod", id="no-unit"),
+        _spec_error({"debouncePeriod": 2}, "spec.debouncePeriod", id="duration-int"),
+        _spec_error({"backoffPeriod": "-5m"}, "spec.backoffPeriod", id="negative-backoff"),
+        _spec_error({"rateLimits": {"clientQPS": 0}}, "spec.rateLimits.clientQPS", id="zero-qps"),
+        _spec_error(
+            {"rateLimits": {"perNodePatchesPerSecond": 0, "clientBurst": 0}},
+            "spec.rateLimits.perNodePatchesPerSecond",
+            "spec.rateLimits.clientBurst",
             id="zero-rates",
         ),
-        pytest.param(
-            headroom_config(spec={"webhook": {"enabled": 1}}),
-            ["spec.webhook.enabled"],
-            id="enabled-int",
-        ),
-        pytest.param(
-            headroom_config(spec={"webhook": {"initialMultiplier": "0.5"}}),
-            ["spec.webhook.initialMultiplier"],
+        _spec_error({"webhook": {"enabled": 1}}, "spec.webhook.enabled", id="enabled-int"),
+        _spec_error(
+            {"webhook": {"initialMultiplier": "0.5"}},
+            "spec.webhook.initialMultiplier",
             id="initial-below-one",
         ),
-        pytest.param(
-            headroom_config(spec={"webhook": {"initialMultiplier": "101"}}),
-            ["spec.webhook.initialMultiplier"],
+        _spec_error(
+            {"webhook": {"initialMultiplier": "101"}},
+            "spec.webhook.initialMultiplier",
             id="initial-above-100",
         ),
-        pytest.param(
-            headroom_config(spec={"webhook": {"mode": "x"}}),
-            ["spec.webhook.mode"],
-            id="unknown-webhook-field",
-        ),
-        pytest.param(
-            headroom_config(
-                spec={"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}}
-            ),
-            ["spec.namespaceSelector.matchExpressions[0].operator"],
+        _spec_error({"webhook": {"mode": "x"}}, "spec.webhook.mode", id="unknown-webhook-field"),
+        _spec_error(
+            {"namespaceSelector": {"matchExpressions": [{"key": "a", "operator": "Is"}]}},
+            "spec.namespaceSelector.matchExpressions[0].operator",
             id="bad-namespace-selector",
         ),
-        pytest.param(
-            headroom_config(spec={"excludedNodeSelector": {"matchLabels": {"a": "b c"}}}),
-            ["spec.excludedNodeSelector.matchLabels[a]"],
+        _spec_error(
+            {"excludedNodeSelector": {"matchLabels": {"a": "b c"}}},
+            "spec.excludedNodeSelector.matchLabels[a]",
             id="bad-node-selector",
         ),
-        pytest.param(
-            headroom_config(spec={"excludedNamespaces": "kube-system"}),
-            ["spec.excludedNamespaces"],
+        _spec_error(
+            {"excludedNamespaces": "kube-system"},
+            "spec.excludedNamespaces",
             id="namespaces-not-list",
         ),
-        pytest.param(
-            headroom_config(spec={"excludedNamespaces": ["kube-system", "", 3]}),
-            ["spec.excludedNamespaces[1]", "spec.excludedNamespaces[2]"],
+        _spec_error(
+            {"excludedNamespaces": ["kube-system", "", 3]},
+            "spec.excludedNamespaces[1]",
+            "spec.excludedNamespaces[2]",
             id="bad-namespace-names",
         ),
-        pytest.param(
-            headroom_config(spec={"excludedOwners": {"kind": "Job"}}),
-            ["spec.excludedOwners"],
-            id="owners-not-list",
+        _spec_error(
+            {"excludedOwners": {"kind": "Job"}}, "spec.excludedOwners", id="owners-not-list"
         ),
-        pytest.param(
-            headroom_config(spec={"excludedOwners": ["Job"]}),
-            ["spec.excludedOwners[0]"],
-            id="owner-not-object",
-        ),
-        pytest.param(
-            headroom_config(spec={"excludedOwners": [{"name": "x"}]}),
-            ["spec.excludedOwners[0].kind"],
+        _spec_error({"excludedOwners": ["Job"]}, "spec.excludedOwners[0]", id="owner-not-object"),
+        _spec_error(
+            {"excludedOwners": [{"name": "x"}]},
+            "spec.excludedOwners[0].kind",
             id="owner-without-kind",
         ),
-        pytest.param(
-            headroom_config(
-                spec={"excludedOwners": [{"kind": "Job", "apiGroup": 1, "name": "", "uid": "u"}]}
-            ),
-            [
-                "spec.excludedOwners[0].uid",
-                "spec.excludedOwners[0].apiGroup",
-                "spec.excludedOwners[0].name",
-            ],
+        _spec_error(
+            {"excludedOwners": [{"kind": "Job", "apiGroup": 1, "name": "", "uid": "u"}]},
+            "spec.excludedOwners[0].uid",
+            "spec.excludedOwners[0].apiGroup",
+            "spec.excludedOwners[0].name",
             id="owner-bad-fields",
         ),
     ],

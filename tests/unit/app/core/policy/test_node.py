@@ -53,19 +53,18 @@ def test_ten_millicore_pod_on_an_empty_node_is_capped_by_the_multiplier() -> Non
     assert (pod.target_m, pod.hi_m, pod.hi_cap, pod.capped) == (100, 100, Cap.MAX_MULTIPLIER, True)
 
 
+# Nodes that 8 cores of managed requests leave no slack on.
 @pytest.mark.parametrize(
-    ("allocatable_m", "unmanaged_m"),
+    "node",
     [
-        pytest.param(8000, 0, id="slack-zero"),
-        pytest.param(8000, 2000, id="slack-negative"),
-        pytest.param(0, 0, id="no-allocatable"),
+        pytest.param({"allocatable_m": 8000, "unmanaged_m": 0}, id="slack-zero"),
+        pytest.param({"allocatable_m": 8000, "unmanaged_m": 2000}, id="slack-negative"),
+        pytest.param({"allocatable_m": 0, "unmanaged_m": 0}, id="no-allocatable"),
     ],
 )
-def test_no_slack_pins_every_target_to_its_request(allocatable_m: int, unmanaged_m: int) -> None:
+def test_no_slack_pins_every_target_to_its_request(node: dict[str, int]) -> None:
     pods = [managed_pod("a", 500), managed_pod("b", 1500), managed_pod("c", 6000)]
-    result = compute_node(
-        node_input(pods, allocatable_m=allocatable_m, unmanaged_m=unmanaged_m), DEFAULT_SETTINGS
-    )
+    result = compute_node(node_input(pods, **node), DEFAULT_SETTINGS)
     assert result.factor == 1
     assert [pod.target_m for pod in result.pods] == [500, 1500, 6000]
 

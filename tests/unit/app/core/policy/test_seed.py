@@ -1,5 +1,6 @@
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -11,69 +12,52 @@ from tests.unit.app.builders import container, pod_info, pod_resources
 from tests.unit.app.core.policy.inputs import managed_pod
 
 
+def _multipliers(initial: int, maximum: int) -> dict[str, Fraction]:
+    return {"webhook_initial_multiplier": Fraction(initial), "max_multiplier": Fraction(maximum)}
+
+
+# Each case's settings are the defaults with its changes.
 @pytest.mark.parametrize(
-    ("settings", "caps", "max_cpu", "expected"),
+    ("changes", "caps", "max_cpu", "expected"),
     [
+        pytest.param({}, LimitRangeCaps(), None, [1000, 3000], id="initial-multiplier"),
         pytest.param(
-            DEFAULT_SETTINGS, LimitRangeCaps(), None, [1000, 3000], id="initial-multiplier"
+            _multipliers(5, 3), LimitRangeCaps(), None, [1500, 4500], id="clamped-by-max-multiplier"
         ),
         pytest.param(
-            replace(
-                DEFAULT_SETTINGS, webhook_initial_multiplier=Fraction(5), max_multiplier=Fraction(3)
-            ),
-            LimitRangeCaps(),
-            None,
-            [1500, 4500],
-            id="clamped-by-max-multiplier",
+            _multipliers(5, 0), LimitRangeCaps(), None, [2500, 7500], id="uncapped-multiplier"
         ),
         pytest.param(
-            replace(
-                DEFAULT_SETTINGS, webhook_initial_multiplier=Fraction(5), max_multiplier=Fraction(0)
-            ),
-            LimitRangeCaps(),
-            None,
-            [2500, 7500],
-            id="uncapped-multiplier",
-        ),
-        pytest.param(
-            DEFAULT_SETTINGS,
+            {},
             LimitRangeCaps(container_max_m=2000),
             None,
             [1000, 2000],
             id="limit-range-container-max",
         ),
         pytest.param(
-            DEFAULT_SETTINGS,
+            {},
             LimitRangeCaps(container_max_m=1200),
             None,
             [1000],
             id="container-max-at-request-seeds-nothing-there",
         ),
         pytest.param(
-            DEFAULT_SETTINGS,
-            LimitRangeCaps(pod_max_m=3000),
-            None,
-            [750, 2250],
-            id="limit-range-pod-max-shared",
+            {}, LimitRangeCaps(pod_max_m=3000), None, [750, 2250], id="limit-range-pod-max-shared"
         ),
-        pytest.param(DEFAULT_SETTINGS, LimitRangeCaps(), "3", [750, 2250], id="max-cpu-shared"),
-        pytest.param(DEFAULT_SETTINGS, LimitRangeCaps(), "2", [], id="max-cpu-at-request"),
+        pytest.param({}, LimitRangeCaps(), "3", [750, 2250], id="max-cpu-shared"),
+        pytest.param({}, LimitRangeCaps(), "2", [], id="max-cpu-at-request"),
         pytest.param(
-            replace(DEFAULT_SETTINGS, quantum_m=100),
-            LimitRangeCaps(),
-            None,
-            [1000, 3000],
-            id="already-on-quantum",
+            {"quantum_m": 100}, LimitRangeCaps(), None, [1000, 3000], id="already-on-quantum"
         ),
         pytest.param(
-            replace(DEFAULT_SETTINGS, webhook_initial_multiplier=Fraction(13, 10), quantum_m=250),
+            {"webhook_initial_multiplier": Fraction(13, 10), "quantum_m": 250},
             LimitRangeCaps(),
             None,
             [1750],
             id="quantized-down-to-stay-within-the-multiplier",
         ),
         pytest.param(
-            replace(DEFAULT_SETTINGS, max_multiplier=Fraction(1, 2)),
+            {"max_multiplier": Fraction(1, 2)},
             LimitRangeCaps(),
             None,
             [],
@@ -82,10 +66,10 @@ from tests.unit.app.core.policy.inputs import managed_pod
     ],
 )
 def test_seed_limits(
-    settings: Settings, caps: LimitRangeCaps, max_cpu: str | None, expected: list[int]
+    changes: dict[str, Any], caps: LimitRangeCaps, max_cpu: str | None, expected: list[int]
 ) -> None:
     pod = managed_pod("p", 500, 1500, max_cpu=max_cpu)
-    limits = seed_limits(pod, settings, limit_range=caps)
+    limits = seed_limits(pod, replace(DEFAULT_SETTINGS, **changes), limit_range=caps)
     assert [limit.limit_m for limit in limits] == expected
     assert all(limit.name.startswith("c") for limit in limits)
 

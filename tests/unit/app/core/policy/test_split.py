@@ -29,8 +29,12 @@ def test_split(requests: list[int], caps: list[int] | None, total: int, limits: 
     assert split_target(requests=requests, caps=caps, total=total) == limits
 
 
+# Requests, caps (or none) and the total to split.
+SplitCase = tuple[list[int], list[int] | None, int]
+
+
 @st.composite
-def split_cases(draw: st.DrawFn) -> tuple[list[int], list[int] | None, int]:
+def split_cases(draw: st.DrawFn) -> SplitCase:
     requests = draw(st.lists(st.integers(1, 5000), min_size=1, max_size=6))
     if draw(st.booleans()):
         caps = [request + draw(st.integers(0, 5000)) for request in requests]
@@ -40,9 +44,7 @@ def split_cases(draw: st.DrawFn) -> tuple[list[int], list[int] | None, int]:
 
 
 @given(split_cases())
-def test_split_sums_exactly_and_respects_requests_and_caps(
-    case: tuple[list[int], list[int] | None, int],
-) -> None:
+def test_split_sums_exactly_and_respects_requests_and_caps(case: SplitCase) -> None:
     requests, caps, total = case
     limits = split_target(requests=requests, caps=caps, total=total)
     assert sum(limits) == total
@@ -52,9 +54,7 @@ def test_split_sums_exactly_and_respects_requests_and_caps(
 
 
 @given(split_cases())
-def test_uncapped_split_is_within_a_millicore_of_pro_rata(
-    case: tuple[list[int], list[int] | None, int],
-) -> None:
+def test_uncapped_split_is_within_a_millicore_of_pro_rata(case: SplitCase) -> None:
     requests, _, total = case
     limits = split_target(requests=requests, caps=None, total=total)
     for limit, request in zip(limits, requests, strict=True):
