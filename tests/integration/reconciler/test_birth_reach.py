@@ -190,7 +190,8 @@ def test_a_pod_created_while_the_reconciler_is_down_is_born_as_its_owner_wrote_i
     managed.wait_limit("during", "2500m")
     took = time.monotonic() - returned_at
     print(f"the pod created during the outage got its policy limit {took:.1f} s after the restart")
-    assert managed.explained("during")
+    # Its annotation and event follow the resize, once the node has settled.
+    eventually(lambda: managed.explained("during"), what="its explanation")
     eventually(
         lambda: seeding(control_plane, managed.namespace, node) == BIRTH_LIMIT, what="seeding again"
     )
