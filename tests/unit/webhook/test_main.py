@@ -49,8 +49,17 @@ def test_bad_flags_fail_fast(
     assert message in usage_error(parse_args, flags, capsys)
 
 
-def test_metrics_secure_accepts_the_equals_form() -> None:
-    assert parse_args(["--metrics-secure=false"]).metrics_secure is False
+@pytest.mark.parametrize(
+    ("flags", "secure"),
+    [
+        pytest.param(["--metrics-secure=false"], False, id="equals-form"),
+        pytest.param(["--metrics-secure", "false"], False, id="separate-value"),
+        # Bare, as the reconciler takes it: the flags both processes share are one definition.
+        pytest.param(["--metrics-secure", "--log-level", "debug"], True, id="bare"),
+    ],
+)
+def test_metrics_secure_forms(flags: list[str], secure: bool) -> None:
+    assert parse_args(flags).metrics_secure is secure
 
 
 def test_serves_admissions_without_a_cluster_and_stops_on_sigterm(
