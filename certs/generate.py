@@ -58,7 +58,7 @@ def generate_serving(
     sans: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
     common_name = dns_names[0] if dns_names else ip_addresses[0]
-    return _leaf(
+    return issue_leaf(
         ca=ca,
         subject=x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]),
         usage=ExtendedKeyUsageOID.SERVER_AUTH,
@@ -68,31 +68,7 @@ def generate_serving(
     )
 
 
-def generate_client(
-    *,
-    ca: IssuedCertificate,
-    common_name: str,
-    organizations: Sequence[str] = (),
-    valid_for: datetime.timedelta,
-    now: datetime.datetime,
-) -> IssuedCertificate:
-    """A client certificate signed by ``ca``: Kubernetes reads the user from the common
-    name and the groups from the organizations."""
-    if not common_name:
-        raise ValueError("a client certificate needs a common name")
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    return _leaf(
-        ca=ca,
-        subject=x509.Name(attributes),
-        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
-        sans=[],
-        valid_for=valid_for,
-        now=now,
-    )
-
-
-def _leaf(
+def issue_leaf(
     *,
     ca: IssuedCertificate,
     subject: x509.Name,
@@ -101,6 +77,7 @@ def _leaf(
     valid_for: datetime.timedelta,
     now: datetime.datetime,
 ) -> IssuedCertificate:
+    """A certificate for ``subject`` with one extended key usage, signed by ``ca``."""
     ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):

@@ -43,7 +43,7 @@ class Oracle:
         self.removed: set[str] = set()
 
     def _pod_changed(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        if old is not None and new is not None and old.limit_m and not new.limit_m:
+        if old is not None and new is not None and old.facts.limit_m and not new.facts.limit_m:
             self.removed.add(new.key)
 
     # The cache's Listener.
@@ -77,7 +77,7 @@ class Oracle:
 
     def managed_limits(self, namespace_prefix: str) -> dict[str, int]:
         return {
-            key: pod.limit_m
+            key: pod.facts.limit_m
             for key, pod in self.cache.pods.items()
             if pod.namespace.startswith(namespace_prefix)
         }

@@ -6,13 +6,16 @@ the API server's kubelet-client pair and each node's client and serving pairs.""
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from certs.generate import IssuedCertificate, generate_ca, generate_client, generate_serving
+from certs.generate import IssuedCertificate, generate_ca, generate_serving, issue_leaf
 
 _VALIDITY = datetime.timedelta(days=2)
 _API_SERVER_NAMES = (
@@ -26,6 +29,30 @@ _API_SERVER_NAMES = (
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 # The user the API server presents to aggregated API servers.
 FRONT_PROXY_USER = "front-proxy-client"
+
+
+def generate_client(
+    *,
+    ca: IssuedCertificate,
+    common_name: str,
+    organizations: Sequence[str] = (),
+    valid_for: datetime.timedelta,
+    now: datetime.datetime,
+) -> IssuedCertificate:
+    """A client certificate signed by ``ca``: Kubernetes reads the user from the common
+    name and the groups from the organizations."""
+    if not common_name:
+        raise ValueError("a client certificate needs a common name")
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return issue_leaf(
+        ca=ca,
+        subject=x509.Name(attributes),
+        usage=ExtendedKeyUsageOID.CLIENT_AUTH,
+        sans=[],
+        valid_for=valid_for,
+        now=now,
+    )
 
 
 def _write_secret(path: Path, data: bytes) -> None:

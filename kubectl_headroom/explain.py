@@ -102,7 +102,7 @@ def explain_pod(
     )
     bookings = sorted(
         (
-            Booking(pod=i.key, booked_m=i.booked_m, managed=decision.reason(i) is None)
+            Booking(pod=i.key, booked_m=i.facts.booked_m, managed=decision.reason(i) is None)
             for i in view.pods
             if i.books_cpu
         ),
@@ -184,10 +184,10 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     ]
     result = explanation.result
     if result is not None:
-        pod_level = result.pod.pod_resources is not None
+        pod_level = result.pod.facts.pod_resources is not None
         level = " (pod-level resources: the limit is set at pod level)" if pod_level else ""
         lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
-        for kept in result.pod.excluded_containers:
+        for kept in result.pod.facts.excluded:
             limit = "unset" if kept.cpu_limit_m is None else _m(kept.cpu_limit_m)
             lines.append(
                 f"  {kept.name}: left to its owner (spec.excludedContainers), "
@@ -248,7 +248,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
     }
     if result is not None:
         document.update(
-            podLevel=result.pod.pod_resources is not None,
+            podLevel=result.pod.facts.pod_resources is not None,
             request=_m(result.request_m),
             currentLimit=_m(result.current_m),
             target=_m(result.target_m),
@@ -261,7 +261,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
                     "request": _m(kept.cpu_request_m),
                     "limit": None if kept.cpu_limit_m is None else _m(kept.cpu_limit_m),
                 }
-                for kept in result.pod.excluded_containers
+                for kept in result.pod.facts.excluded
             ],
             patch=result.patch,
             reason=str(result.reason),

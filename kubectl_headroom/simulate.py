@@ -201,7 +201,7 @@ def _limit_range_block(result: PodResult, caps: LimitRangeCaps) -> str | None:
     pod_cap = caps.pod_cap_m(result.request_m)
     if pod_cap is not None and pod_cap < result.target_m:
         return "limitrange"
-    requests = {(c.name, c.sidecar): c.cpu_request_m for c in result.pod.cpu_containers}
+    requests = {(c.name, c.sidecar): c.cpu_request_m for c in result.pod.facts.cpu_containers}
     for limit in result.containers:
         cap = caps.container_cap_m(requests[(limit.name, limit.sidecar)])
         if cap is not None and cap < limit.limit_m:

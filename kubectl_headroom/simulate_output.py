@@ -29,7 +29,7 @@ def table(simulation: Simulation, view: View) -> str:
     ]
     pod_rows = [
         [
-            p.pod.key + (" (pod-level)" if p.pod.pod_resources is not None else ""),
+            p.pod.key + (" (pod-level)" if p.pod.facts.pod_resources is not None else ""),
             p.node.name,
             _m(p.result.request_m),
             _m(p.result.current_m) if p.result.current_m else "unset",
@@ -101,7 +101,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "pod": p.pod.name,
                 "node": p.node.name,
                 "pool": p.node.pool,
-                "podLevel": p.pod.pod_resources is not None,
+                "podLevel": p.pod.facts.pod_resources is not None,
                 "request": _m(p.result.request_m),
                 "currentLimit": _m(p.result.current_m) if p.result.current_m else None,
                 "simulatedLimit": _m(p.result.target_m) if p.result.target_m else None,

@@ -61,7 +61,7 @@ class ResizeAnswers:
                 "resized: %s", event_message(plan.explanation), extra={**context, "target": target}
             )
             self.explanations.add(
-                pod, annotation=plan.annotation, adjusted=(pod.limit_m, plan.explanation)
+                pod, annotation=plan.annotation, adjusted=(pod.facts.limit_m, plan.explanation)
             )
         elif answer is Answer.QUOTA_DENIED:
             outcome = Outcome(Kind.BACKED_OFF, backoff)

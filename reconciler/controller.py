@@ -111,9 +111,6 @@ class Controller:
             # A reconcile is pure computation: let the watches and writers in between.
             await asyncio.sleep(0)
 
-    async def report_status(self) -> None:
-        await self.status.run(each=self.retain_live_pods)
-
     def retain_live_pods(self) -> None:
         """Forget what is remembered about pods that left the cluster."""
         self.actuator.retain(pod.uid for pod in self.cache.pods.values())

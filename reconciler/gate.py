@@ -87,9 +87,9 @@ class WriteGate:
         # one that moved since would be set back.
         if target_view(cached) != target_view(planned) or _kept(cached) != _kept(planned):
             return Blocked.POD_CHANGED
-        if cached.pod_resources is not None:
-            return Blocked.AT_TARGET if cached.limit_m == target_m else None
-        applied = {(c.name, c.sidecar): c.cpu_limit_m for c in cached.cpu_containers}
+        if cached.facts.pod_resources is not None:
+            return Blocked.AT_TARGET if cached.facts.limit_m == target_m else None
+        applied = {(c.name, c.sidecar): c.cpu_limit_m for c in cached.facts.cpu_containers}
         if all(applied.get((c.name, c.sidecar)) == c.limit_m for c in limits):
             return Blocked.AT_TARGET
         return None
@@ -129,4 +129,4 @@ class Outlet:
 
 
 def _kept(pod: PodInfo) -> list[tuple[str, int | None]]:
-    return [(c.name, c.cpu_limit_m) for c in pod.excluded_containers]
+    return [(c.name, c.cpu_limit_m) for c in pod.facts.excluded]

@@ -20,7 +20,7 @@ from app.core.cluster import ClusterCache, Quiet, Unreadable
 from app.core.config import DEFAULT_SETTINGS, DurationError, parse_duration_seconds
 from app.io.budget import Lane, WriteBudget
 from app.io.clock import Clock, LoopClock
-from app.io.flags import add_process_flags, bind_address, boolean
+from app.io.flags import add_process_flags, boolean, process_listeners
 from app.io.http import KubeHttp
 from app.io.kubeconfig import (
     DEFAULT_LEASE_NAMESPACE,
@@ -29,8 +29,7 @@ from app.io.kubeconfig import (
     default_lease_namespace,
 )
 from app.io.logs import configure_logging
-from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
-from app.io.probes import ProbeApp
+from app.io.metrics_server import ListenError
 from app.io.reflector import Reflector, cache_reflectors
 from reconciler.activity import Activity
 from reconciler.actuator import Actuator
@@ -52,7 +51,6 @@ from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
 
-DISABLED: Final = "0"
 USER_AGENT: Final = "headroom-reconciler"
 
 
@@ -66,28 +64,12 @@ def _duration(text: str) -> float:
     return seconds
 
 
-def _address(text: str) -> str:
-    return text if text == DISABLED else bind_address(text)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="headroom-reconciler",
         description="Sets managed containers' CPU limits from node slack via in-place resize.",
     )
     flag = parser.add_argument
-    flag(
-        "--metrics-bind-address",
-        type=_address,
-        default=":8443",
-        help='address of the metrics endpoint; "0" disables it (default :8443)',
-    )
-    flag(
-        "--health-probe-bind-address",
-        type=_address,
-        default=":8081",
-        help='address of /healthz and /readyz; "0" disables it (default :8081)',
-    )
     flag(
         "--leader-elect",
         type=boolean,
@@ -171,23 +153,9 @@ async def run(args: argparse.Namespace) -> int:
     )
     watches = list(cache_reflectors(api=http, cache=controller.cache).values())
 
-    servers: list[Listener] = []
-    if args.metrics_bind_address != DISABLED:
-        servers.append(
-            metrics_listener(
-                bind_address=args.metrics_bind_address,
-                secure=args.metrics_secure,
-                cert_path=args.metrics_cert_path,
-                registry=metrics.registry,
-                api=http,
-            )
-        )
-    if args.health_probe_bind_address != DISABLED:
-        host, port = parse_bind_address(args.health_probe_bind_address)
-        probes = ProbeApp(not_ready=lambda: _not_synced(watches))
-        servers.append(
-            Listener(name="health probe", app=probes, host=host, port=port, certificates=None)
-        )
+    servers = process_listeners(
+        args, registry=metrics.registry, api=http, not_ready=lambda: _not_synced(watches)
+    )
     try:
         for server in servers:
             server.bind()
@@ -225,10 +193,10 @@ async def run(args: argparse.Namespace) -> int:
                 )
             else:
                 controller.start_leading()
-                spawn(elector.run(on_started=_nothing, on_stopped=_nothing))
+                spawn(elector.run(on_started=lambda: None, on_stopped=lambda: None))
             spawn(controller.work())
             spawn(controller.actuator.run())
-            spawn(controller.report_status())
+            spawn(controller.status.run(each=controller.retain_live_pods))
             trim = malloc_trim()
             if trim is not None:
                 activity = controller.actuator.activity
@@ -329,10 +297,6 @@ def build_actuator(
 
 def _log_unreadable(pod: Unreadable) -> None:
     log.error("ignoring pod %s with an invalid quantity: %s", pod.key, pod.reason)
-
-
-def _nothing() -> None:
-    pass
 
 
 async def _first_done(futures: Sequence[asyncio.Future[Any]]) -> asyncio.Future[Any]:

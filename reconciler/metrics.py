@@ -38,7 +38,7 @@ class PodBookings(Collector):
         self._by_node: dict[str, tuple[tuple[str, str, int], ...]] = {}
 
     def set_node(self, node: str, pods: Iterable[PodInfo]) -> None:
-        self._by_node[node] = tuple((pod.namespace, pod.name, pod.booked_m) for pod in pods)
+        self._by_node[node] = tuple((pod.namespace, pod.name, pod.facts.booked_m) for pod in pods)
 
     def forget_node(self, node: str) -> None:
         self._by_node.pop(node, None)

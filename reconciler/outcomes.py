@@ -80,12 +80,6 @@ _RESULTS: Final = {
 }
 
 
-def status_message(body: Mapping[str, Any]) -> str:
-    """The human message of an API `Status` object, or an empty string."""
-    message = body.get("message")
-    return message if isinstance(message, str) else ""
-
-
 def classify(*, code: int, body: Mapping[str, Any]) -> Answer:
     """What the API server's answer to a write means."""
     if HTTPStatus.OK <= code < HTTPStatus.MULTIPLE_CHOICES:
@@ -96,7 +90,7 @@ def classify(*, code: int, body: Mapping[str, Any]) -> Answer:
         return Answer.CONFLICT
     if code == HTTPStatus.TOO_MANY_REQUESTS or code >= HTTPStatus.INTERNAL_SERVER_ERROR:
         return Answer.TRANSIENT
-    message = status_message(body)
+    message = str(body.get("message") or "")
     if _POLICY_DENIAL.search(message):
         if any(stop in message for stop in POLICY_STOPS):
             return Answer.STOPPED

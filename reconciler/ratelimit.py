@@ -6,6 +6,7 @@ The client-wide budget every write spends is `app.io.budget.WriteBudget`.
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from app.core.config import Settings
 from app.io.budget import TokenBucket, WriteBudget
@@ -43,19 +44,17 @@ def _burst_for(rate: float) -> int:
     return max(1, int(rate))
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Limiters:
     """The node pace and the client-side budgets, retuned when the config changes."""
 
-    def __init__(
-        self, *, pace: NodeBuckets, resizes: WriteBudget, explanations: WriteBudget
-    ) -> None:
-        self.pace = pace
-        self._resizes = resizes
-        self._explanations = explanations
+    pace: NodeBuckets
+    resizes: WriteBudget
+    explanations: WriteBudget
 
     def retune(self, settings: Settings) -> None:
         self.pace.reconfigure(rate=float(settings.per_node_patches_per_second))
-        self._resizes.reconfigure(rate=float(settings.client_qps), burst=settings.client_burst)
-        self._explanations.reconfigure(
+        self.resizes.reconfigure(rate=float(settings.client_qps), burst=settings.client_burst)
+        self.explanations.reconfigure(
             rate=float(settings.explanation_qps), burst=settings.explanation_burst
         )

@@ -244,7 +244,7 @@ def plan_node(
         patch = pod_result.patch and not unseen
         # A pod with pod-level resources has no container limits to set: its target is
         # the pod-level limit.
-        resize = patch and bool(pod_result.containers or pod.pod_resources is not None)
+        resize = patch and bool(pod_result.containers or pod.facts.pod_resources is not None)
         previous = recall.annotation(pod)
         if resize and not settings.dry_run:
             plan.resizes.append(
@@ -269,7 +269,7 @@ def plan_node(
             if moved:
                 # Counted and announced once per target that moves past the deadband.
                 metrics.count(Result.DRY_RUN)
-                plan.explanations.append(Explain(pod, adjusted=(pod.limit_m, explanation)))
+                plan.explanations.append(Explain(pod, adjusted=(pod.facts.limit_m, explanation)))
             stale = stale or moved
         else:
             # Enforcing with nothing to apply: the annotation explains the limit the pod has

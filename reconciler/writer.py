@@ -12,6 +12,7 @@ sent and `Skipped` is raised.
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,12 +48,12 @@ def resize_write(pod: PodInfo, containers: tuple[ContainerLimit, ...], *, target
     have: an apply that stopped naming a limit Headroom set before they were excluded
     would remove it, which a resize may not do.
     """
-    if pod.pod_resources is not None:
+    if pod.facts.pod_resources is not None:
         body = pod_level_resize_apply_body(namespace=pod.namespace, name=pod.name, cpu_m=target_m)
     else:
         kept = [
             (c.name, c.sidecar, c.cpu_limit_m)
-            for c in pod.excluded_containers
+            for c in pod.facts.excluded
             if c.cpu_limit_m is not None
         ]
         limits = [*((c.name, c.sidecar, c.limit_m) for c in containers), *kept]
@@ -112,20 +113,14 @@ def config_status_write(status: Mapping[str, Any]) -> Request:
     )
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Writer:
-    def __init__(
-        self,
-        *,
-        http: Transport,
-        instance: str,
-        wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self._http = http
-        self._instance = instance
-        self._wall_clock = wall_clock
+    http: Transport
+    instance: str
+    wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)
 
     async def send(self, write: Request, *, precondition: Precondition) -> ApiResponse:
-        return await self._http.request(write, precondition=precondition)
+        return await self.http.request(write, precondition=precondition)
 
     async def event(
         self,
@@ -142,8 +137,8 @@ class Writer:
             reason=reason,
             message=message,
             warning=warning,
-            now=self._wall_clock(),
-            instance=self._instance,
+            now=self.wall_clock(),
+            instance=self.instance,
         )
         failure = await failure_of(self.send(write, precondition=precondition))
         if failure is not None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
-from app.io.flags import add_process_flags, bind_address, directory
+from app.io.flags import add_process_flags, bind_address, directory, process_listeners
 from app.io.http import KubeHttp
 from app.io.kubeconfig import (
     DEFAULT_LEASE_NAMESPACE,
@@ -23,8 +23,7 @@ from app.io.kubeconfig import (
     default_lease_namespace,
 )
 from app.io.logs import configure_logging
-from app.io.metrics_server import Listener, ListenError, metrics_listener, parse_bind_address
-from app.io.probes import ProbeApp
+from app.io.metrics_server import Listener, ListenError
 from certs.source import certificate_source
 from certs.tls import CertificateError
 from webhook.app import create_app
@@ -51,8 +50,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="directory holding tls.crt and tls.key; without it, an in-memory self-signed "
         "certificate is served (with a warning)",
     )
-    parser.add_argument("--metrics-bind-address", type=bind_address, default=":8443")
-    parser.add_argument("--health-probe-bind-address", type=bind_address, default=":8081")
     parser.add_argument(
         "--reconciler-lease-namespace",
         help="namespace of the reconciler's Lease, which says a live reconciler will take "
@@ -82,32 +79,21 @@ async def _serve(args: argparse.Namespace) -> int:
             api=kube, lease_namespace=args.reconciler_lease_namespace or default_lease_namespace()
         )
         health = Health(certificates=certificates, cluster=cluster)
-        host, port = parse_bind_address(args.bind_address)
-        probe_host, probe_port = parse_bind_address(args.health_probe_bind_address)
         listeners = [
             Listener(
                 name="webhook",
                 app=create_app(cluster=cluster, health=health, metrics=WebhookMetrics(registry)),
-                host=host,
-                port=port,
+                address=args.bind_address,
                 certificates=certificates,
                 keep_alive_seconds=_KEEP_ALIVE_SECONDS,
                 http_protocol=DeadlineProtocol,
             ),
-            metrics_listener(
-                bind_address=args.metrics_bind_address,
-                secure=args.metrics_secure,
-                cert_path=args.metrics_cert_path,
+            *process_listeners(
+                args,
                 registry=registry,
                 api=kube,
-            ),
-            Listener(
-                name="probe",
-                app=ProbeApp(not_ready=health.not_ready),
-                host=probe_host,
-                port=probe_port,
-                certificates=None,
-                http_protocol=DeadlineProtocol,
+                not_ready=health.not_ready,
+                probe_protocol=DeadlineProtocol,
             ),
         ]
         for listener in listeners:

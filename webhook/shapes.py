@@ -90,10 +90,12 @@ class _Scalar(Shape):
             _misfit(problems, path, self._noun, value)
 
 
-class _Fields(Shape):
+class Fields(Shape):
+    """An object whose named fields have these shapes; other fields are not read."""
+
     __slots__ = ("_items",)
 
-    def __init__(self, declared: Mapping[str, Shape]) -> None:
+    def __init__(self, **declared: Shape) -> None:
         self._items = tuple(declared.items())
 
     def fits(self, value: object) -> bool:
@@ -113,7 +115,7 @@ class _Fields(Shape):
                 shape.misfits(value.get(key), f"{path}.{key}", problems)
 
 
-class _ListOf(Shape):
+class ListOf(Shape):
     """A list whose elements have one shape; an element is never null."""
 
     __slots__ = ("_item",)
@@ -141,7 +143,7 @@ class _ListOf(Shape):
                     self._item.misfits(element, f"{path}[{index}]", problems)
 
 
-class _MapOf(Shape):
+class MapOf(Shape):
     """An object used as a map (labels, quantities by resource name)."""
 
     __slots__ = ("_value",)
@@ -174,22 +176,9 @@ QUANTITY: Final[Shape] = _Scalar(str, int, float, noun="a quantity (a string or 
 ANYTHING: Final = Shape()
 
 
-def fields(**declared: Shape) -> Shape:
-    """An object whose named fields have these shapes; other fields are not read."""
-    return _Fields(declared)
-
-
-def list_of(item: Shape) -> Shape:
-    return _ListOf(item)
-
-
-def map_of(value: Shape) -> Shape:
-    return _MapOf(value)
-
-
 # Labels and annotations: string values only. The values of a JSON object are checked
 # whatever their keys; keys are always strings.
-STRING_MAP: Final[Shape] = _MapOf(_Scalar(str, noun="a string"))
+STRING_MAP: Final[Shape] = MapOf(_Scalar(str, noun="a string"))
 
 
 def shape_of(schema: type) -> Shape:
@@ -214,11 +203,11 @@ def _from_info(info: wire.Type) -> Shape:
         if len(kinds) == 1:
             return _from_info(kinds[0])
     elif isinstance(info, wire.StructType):
-        return _Fields({f.encode_name: _from_info(f.type) for f in info.fields})
+        return Fields(**{f.encode_name: _from_info(f.type) for f in info.fields})
     elif isinstance(info, wire.ListType):
-        return _ListOf(_from_info(info.item_type))
+        return ListOf(_from_info(info.item_type))
     elif isinstance(info, wire.DictType):
-        return _MapOf(_from_info(info.value_type))
+        return MapOf(_from_info(info.value_type))
     elif type(info) in _SCALARS:
         return _SCALARS[type(info)]
     raise TypeError(f"no shape for {info}")
@@ -227,12 +216,12 @@ def _from_info(info: wire.Type) -> Shape:
 def merged(base: Shape, extra: Shape) -> Shape:
     """``base`` with ``extra``'s fields added: where both name a field of an object their
     shapes are merged, and elsewhere ``extra``'s shape replaces ``base``'s."""
-    if not (isinstance(base, _Fields) and isinstance(extra, _Fields)):
+    if not (isinstance(base, Fields) and isinstance(extra, Fields)):
         return extra
     items = dict(base._items)
     for key, shape in extra._items:
         items[key] = merged(items[key], shape) if key in items else shape
-    return _Fields(items)
+    return Fields(**items)
 
 
 def problems(value: object, shape: Shape, *, path: str) -> list[str]:

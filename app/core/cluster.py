@@ -147,13 +147,13 @@ def policy_view(pod: PodInfo) -> tuple[Any, ...]:
     message, and phases other than terminal ones.
     """
     reported = pod.report_generation if pod.resize_pending is not None else None
-    return (*target_view(pod), pod.containers, pod.limit_m, reported)
+    return (*target_view(pod), pod.facts.containers, pod.facts.limit_m, reported)
 
 
 def target_view(pod: PodInfo) -> tuple[Any, ...]:
     """What a pod's target depends on: everything decisions read but its current limits,
     which only decide whether the target needs a patch."""
-    pod_level = pod.pod_resources
+    pod_level = pod.facts.pod_resources
     return (
         pod.uid,
         pod.node_name,
@@ -163,14 +163,14 @@ def target_view(pod: PodInfo) -> tuple[Any, ...]:
         pod.owners,
         tuple(
             (c.name, c.sidecar, c.cpu_request_m, c.memory_request_bytes, c.memory_limit_bytes)
-            for c in pod.containers
+            for c in pod.facts.containers
         ),
-        pod.init_cpu_requests_m,
+        pod.facts.init_cpu_requests_m,
         None if pod_level is None else pod_level.container_limit_floor_m,
-        pod.request_m,
-        pod.booked_m,
-        pod.guaranteed_if_pinned,
-        pod.qos_class,
+        pod.facts.request_m,
+        pod.facts.booked_m,
+        pod.facts.guaranteed_if_pinned,
+        pod.facts.qos_class,
         pod.max_cpu_m,
         pod.max_cpu_warning,
         pod.resize_pending,

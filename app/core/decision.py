@@ -132,7 +132,7 @@ def pod_gate(
     skipped.
     """
     controlled = any(
-        vpa_controls_limits(vpa, container_names=[c.name for c in pod.containers])
+        vpa_controls_limits(vpa, container_names=[c.name for c in pod.facts.containers])
         for vpa in targeting_vpas(pod, lookups)
     )
     return pod_ineligibility(
@@ -149,7 +149,7 @@ def pod_gate(
 def vpa_targets(pod: PodInfo, lookups: Lookups) -> dict[str, int]:
     """The CPU targets (millicores, by container) of the RequestsOnly VPAs that actuate
     the pod; where two name one container, the higher."""
-    names = [c.name for c in pod.containers]
+    names = [c.name for c in pod.facts.containers]
     targets: dict[str, int] = {}
     for vpa in targeting_vpas(pod, lookups):
         for name, target_m in vpa_cpu_targets(vpa, names).items():

@@ -119,15 +119,15 @@ def pod_ineligibility(
         return Ineligible.NAMESPACE_NOT_ENROLLED
     if pod.labels.get(MODE_LABEL, MODE_MANAGED) != MODE_MANAGED:
         return Ineligible.OPTED_OUT
-    if pod.qos_class != BURSTABLE:
+    if pod.facts.qos_class != BURSTABLE:
         return Ineligible.NOT_BURSTABLE
-    if pod.request_m <= 0:
+    if pod.facts.request_m <= 0:
         return Ineligible.NO_CPU_REQUEST
-    if any(container.restart_on_cpu_resize for container in pod.containers):
+    if any(container.restart_on_cpu_resize for container in pod.facts.containers):
         return Ineligible.RESTART_ON_RESIZE
     if node is not None and (reason := node_ineligibility(settings, node)) is not None:
         return reason
-    if pod.pod_resources is not None and node_resizes_pod_level is False:
+    if pod.facts.pod_resources is not None and node_resizes_pod_level is False:
         return Ineligible.POD_LEVEL_RESIZE_UNSUPPORTED
     if owner_excluded(settings, pod):
         return Ineligible.OWNER_EXCLUDED

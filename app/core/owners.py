@@ -30,10 +30,6 @@ _SHARED: Final = 8192
 Parent = Callable[[OwnerRef], OwnerRef | None]
 
 
-def looked_up(owner: OwnerRef) -> bool:
-    return (owner.api_group, owner.kind) in LOOKED_UP
-
-
 def controller_of(obj: Mapping[str, Any]) -> OwnerRef | None:
     """The ownerReference marked controller in an object's metadata, if any."""
     meta = obj.get("metadata")
@@ -60,7 +56,11 @@ def owner_chain(owners: tuple[OwnerRef, ...], parent: Parent) -> tuple[OwnerRef,
     """The pod's owners, then its controller's controller and so on up the chain."""
     chain = list(owners)
     current = next((owner for owner in owners if owner.controller), None)
-    while current is not None and looked_up(current) and len(chain) < _MAX_DEPTH:
+    while (
+        current is not None
+        and (current.api_group, current.kind) in LOOKED_UP
+        and len(chain) < _MAX_DEPTH
+    ):
         current = parent(current)
         if current is None or current in chain:
             break

@@ -128,46 +128,6 @@ class PodInfo:
         return self.observed_generation if self.observed_generation is not None else self.generation
 
     @property
-    def containers(self) -> tuple[ContainerInfo, ...]:
-        return self.facts.containers
-
-    @property
-    def cpu_containers(self) -> tuple[ContainerInfo, ...]:
-        return self.facts.cpu_containers
-
-    @property
-    def init_cpu_requests_m(self) -> tuple[int, ...]:
-        return self.facts.init_cpu_requests_m
-
-    @property
-    def qos_class(self) -> str:
-        return self.facts.qos_class
-
-    @property
-    def guaranteed_if_pinned(self) -> bool:
-        return self.facts.guaranteed_if_pinned
-
-    @property
-    def request_m(self) -> int:
-        return self.facts.request_m
-
-    @property
-    def booked_m(self) -> int:
-        return self.facts.booked_m
-
-    @property
-    def limit_m(self) -> int:
-        return self.facts.limit_m
-
-    @property
-    def pod_resources(self) -> PodLevelResources | None:
-        return self.facts.pod_resources
-
-    @property
-    def excluded_containers(self) -> tuple[ContainerInfo, ...]:
-        return self.facts.excluded
-
-    @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
@@ -181,7 +141,7 @@ class PodInfo:
         """Whether the pod books CPU on its node: some, until it has finished, as the
         scheduler counts it (a pod being deleted holds its CPU until the kubelet reports it
         finished or it is gone)."""
-        return self.booked_m > 0 and self.phase not in TERMINAL_PHASES
+        return self.facts.booked_m > 0 and self.phase not in TERMINAL_PHASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,8 +364,8 @@ def excluding(pod: PodInfo, names: frozenset[str]) -> PodInfo:
     resources, whose pod-level limit is the only one Headroom sets."""
     if (
         not names
-        or pod.pod_resources is not None
-        or not any(c.name in names for c in pod.cpu_containers)
+        or pod.facts.pod_resources is not None
+        or not any(c.name in names for c in pod.facts.cpu_containers)
     ):
         return pod
     return replace(pod, facts=_excluding(pod.facts, names))
@@ -516,7 +476,7 @@ def max_cpu_cap(text: str | None) -> tuple[int | None, str | None]:
 
 def booked_cpu_m(pods: Iterable[PodInfo]) -> int:
     """R: the CPU booked by every pod in ``pods`` that books any (managed or not)."""
-    return sum(pod.booked_m for pod in pods if pod.books_cpu)
+    return sum(pod.facts.booked_m for pod in pods if pod.books_cpu)
 
 
 def _scheduler_request_m(apps: Sequence[_Resources], inits: Sequence[ContainerWire]) -> int:

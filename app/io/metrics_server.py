@@ -18,7 +18,6 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 import uvicorn
@@ -26,7 +25,7 @@ from prometheus_client import CollectorRegistry, exposition
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.core.apipaths import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, Resource
-from certs.source import CertificateSource, certificate_source
+from certs.source import CertificateSource
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +210,8 @@ class ListenError(Exception):
 
 
 class Listener:
-    """One uvicorn server for ``app`` on ``host:port``; HTTPS when given a certificate source.
+    """One uvicorn server for ``app`` on ``address`` (``[HOST]:PORT``); HTTPS when given a
+    certificate source.
 
     ``bind()`` opens the socket up front so a taken port fails start-up with a clear
     message, and so a port of 0 is known before serving.
@@ -222,15 +222,13 @@ class Listener:
         *,
         name: str,
         app: ASGIApp,
-        host: str,
-        port: int,
+        address: str,
         certificates: CertificateSource | None,
         keep_alive_seconds: int = 5,
         http_protocol: type[asyncio.Protocol] | None = None,
     ) -> None:
-        self._name = name
-        self._host = host
-        self._port = port
+        self.name = name
+        self._host, self._port = parse_bind_address(address)
         self._certificates = certificates
         self._socket: socket.socket | None = None
         # uvicorn's ssl_* options take file paths and build a context once. Handing it the
@@ -261,7 +259,7 @@ class Listener:
                 )
             except OSError as err:
                 raise ListenError(
-                    f"{self._name} server cannot listen on {self._host}:{self._port}: {err}"
+                    f"{self.name} server cannot listen on {self._host}:{self._port}: {err}"
                 ) from err
         return int(self._socket.getsockname()[1])
 
@@ -271,7 +269,7 @@ class Listener:
         if self._certificates is not None:
             await self._certificates.start()
         scheme = "https" if self._certificates is not None else "http"
-        logger.info("%s server listening on %s://%s:%d", self._name, scheme, self._host, port)
+        logger.info("%s server listening on %s://%s:%d", self.name, scheme, self._host, port)
         try:
             await self._server.serve(sockets=[self._socket])
         finally:
@@ -280,36 +278,3 @@ class Listener:
 
     def stop(self) -> None:
         self._server.should_exit = True
-
-
-def metrics_listener(
-    *,
-    bind_address: str,
-    secure: bool,
-    cert_path: Path | None,
-    registry: CollectorRegistry,
-    api: JsonPoster | None,
-) -> Listener:
-    """The metrics server as the ``--metrics-*`` flags describe it.
-
-    ``api`` (for TokenReview/SubjectAccessReview) is required when ``secure``.
-    """
-    host, port = parse_bind_address(bind_address)
-    reviewer: AccessReviewer | None = None
-    certificates: CertificateSource | None = None
-    if not secure:
-        logger.warning(
-            "metrics are served over plain HTTP without authentication (--metrics-secure=false)"
-        )
-    elif api is None:
-        raise ValueError("secure metrics need an API client for token and access reviews")
-    else:
-        reviewer = KubeAccessReviewer(api)
-        certificates = certificate_source(cert_dir=cert_path, purpose="metrics")
-    return Listener(
-        name="metrics",
-        app=MetricsApp(registry=registry, reviewer=reviewer),
-        host=host,
-        port=port,
-        certificates=certificates,
-    )

@@ -14,10 +14,10 @@ from app.core.views import LIMITS_CPU, labels
 from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import STRING_MAP, fields
+from webhook.shapes import STRING_MAP, Fields
 
 # What this handler reads of the namespace, new and old.
-NAMESPACE_SHAPE: Final = fields(metadata=fields(labels=STRING_MAP))
+NAMESPACE_SHAPE: Final = Fields(metadata=Fields(labels=STRING_MAP))
 
 
 async def review_namespace(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:

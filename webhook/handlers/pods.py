@@ -30,12 +30,12 @@ from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import Decision, allow, unchecked
 from webhook.metrics import Result
 from webhook.patch import limits_patch, pod_limit_patch
-from webhook.shapes import STRING, STRING_MAP, fields, list_of, merged, shape_of
+from webhook.shapes import STRING, STRING_MAP, Fields, ListOf, merged, shape_of
 
-_NODE_SELECTOR_REQUIREMENTS: Final = list_of(
-    fields(key=STRING, operator=STRING, values=list_of(STRING))
+_NODE_SELECTOR_REQUIREMENTS: Final = ListOf(
+    Fields(key=STRING, operator=STRING, values=ListOf(STRING))
 )
-_NODE_SELECTOR_TERM: Final = fields(
+_NODE_SELECTOR_TERM: Final = Fields(
     matchExpressions=_NODE_SELECTOR_REQUIREMENTS, matchFields=_NODE_SELECTOR_REQUIREMENTS
 )
 # Everything of a pod that this handler reads: what ``pod_info_from_dict`` decodes (its
@@ -43,18 +43,18 @@ _NODE_SELECTOR_TERM: Final = fields(
 # ``settings_for_pod`` and ``placement`` read.
 POD_SHAPE: Final = merged(
     shape_of(PodWire),
-    fields(
-        metadata=fields(labels=STRING_MAP, annotations=STRING_MAP),
-        spec=fields(
+    Fields(
+        metadata=Fields(labels=STRING_MAP, annotations=STRING_MAP),
+        spec=Fields(
             nodeSelector=STRING_MAP,
-            affinity=fields(
-                nodeAffinity=fields(
-                    requiredDuringSchedulingIgnoredDuringExecution=fields(
-                        nodeSelectorTerms=list_of(_NODE_SELECTOR_TERM)
+            affinity=Fields(
+                nodeAffinity=Fields(
+                    requiredDuringSchedulingIgnoredDuringExecution=Fields(
+                        nodeSelectorTerms=ListOf(_NODE_SELECTOR_TERM)
                     )
                 )
             ),
-            tolerations=list_of(fields(key=STRING, operator=STRING, value=STRING, effect=STRING)),
+            tolerations=ListOf(Fields(key=STRING, operator=STRING, value=STRING, effect=STRING)),
         ),
     ),
 )
@@ -106,7 +106,7 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
         return allow(warnings=warnings)
     try:
         unreached = cluster.birth_reach(
-            top, placement(spec), pod_level=info.pod_resources is not None
+            top, placement(spec), pod_level=info.facts.pod_resources is not None
         )
     except Unavailable as err:
         return unchecked(f"Headroom did not seed a CPU limit: {err}")
@@ -114,7 +114,7 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
         return Decision(
             allowed=True, result=Result.ALLOWED, warnings=tuple(warnings), unseeded=unreached
         )
-    if info.pod_resources is not None:
+    if info.facts.pod_resources is not None:
         try:
             served = server_resizes_pod_level_by_default(await cluster.server_version())
         except Unavailable as err:

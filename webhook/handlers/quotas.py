@@ -12,10 +12,10 @@ from app.core.views import LIMITS_CPU, has_limits_cpu
 from webhook.cache import AdmissionCache, Unavailable
 from webhook.envelope import AdmissionRequest
 from webhook.handlers.decision import RUNBOOK_QUOTA_SECTION, Decision, allow, deny, unchecked
-from webhook.shapes import ANYTHING, fields, map_of
+from webhook.shapes import ANYTHING, Fields, MapOf
 
 # What this handler reads of the quota: whether spec.hard holds limits.cpu.
-QUOTA_SHAPE: Final = fields(spec=fields(hard=map_of(ANYTHING)))
+QUOTA_SHAPE: Final = Fields(spec=Fields(hard=MapOf(ANYTHING)))
 
 
 async def review_quota(request: AdmissionRequest, cluster: AdmissionCache) -> Decision:

@@ -59,7 +59,7 @@ class _Computation:
         self.limit_ranges = node.limit_ranges
         self.vpa_targets = node.vpa_targets
         self.slack = node.allocatable_m - node.booked_m
-        self.managed = sum(pod.request_m for pod in node.pods)
+        self.managed = sum(pod.facts.request_m for pod in node.pods)
         self.bursting = self.slack > 0 and self.managed > 0
         self.floor_share = (
             min(settings.min_burst_floor_m, half_up_div(self.slack, len(node.pods)))
@@ -73,12 +73,12 @@ class _Computation:
         self.shrink_percent = settings.shrink_percent
 
     def pod(self, pod: PodInfo) -> PodResult:
-        request = pod.request_m
+        request = pod.facts.request_m
         raw = request
         if self.bursting:
             raw += max(half_up_div(self.slack * request, self.managed), self.floor_share)
         caps = self.limit_ranges.get(pod.namespace)
-        pod_level = pod.pod_resources
+        pod_level = pod.facts.pod_resources
         if pod_level is None:
             container_caps = None if caps is None else _container_caps(pod, caps)
             floor = request
@@ -103,15 +103,15 @@ class _Computation:
                     container_caps = _lifted(container_caps, bases)
                 floor = lifted
         target = quantize(min(max(raw, floor), hi), request=floor, hi=hi, quantum=self.quantum)
-        if pod.guaranteed_if_pinned and floor == request:
+        if pod.facts.guaranteed_if_pinned and floor == request:
             # Limits all equal to requests would make the pod Guaranteed, and a resize
             # may not change the QoS class.
             if hi < request + self.quantum:
                 return PodResult(
                     pod=pod,
                     request_m=request,
-                    current_m=pod.limit_m,
-                    target_m=pod.limit_m,
+                    current_m=pod.facts.limit_m,
+                    target_m=pod.facts.limit_m,
                     hi_m=hi,
                     hi_cap=hi_cap,
                     capped=raw > hi,
@@ -122,7 +122,7 @@ class _Computation:
             target = max(target, request + self.quantum)
         reason = decide(
             target_m=target,
-            current_m=pod.limit_m,
+            current_m=pod.facts.limit_m,
             grow_percent=self.grow_percent,
             shrink_percent=self.shrink_percent,
         )
@@ -134,7 +134,7 @@ class _Computation:
         return PodResult(
             pod,
             request,
-            pod.limit_m,
+            pod.facts.limit_m,
             target,
             hi,
             hi_cap,
@@ -162,7 +162,7 @@ class _Computation:
         Never below ``floor``: the request, or for pod-level limits the largest container
         limit when that is higher.
         """
-        request = pod.request_m
+        request = pod.facts.request_m
         hi, cap = self.allocatable, Cap.ALLOCATABLE
         hard = hi
         if self.multiplier_num:
@@ -189,7 +189,8 @@ def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
         return None
     # A container max or ratio is set, so every container has a cap (never None).
     return [
-        max(caps.container_cap_m(c.cpu_request_m) or 0, c.cpu_request_m) for c in pod.cpu_containers
+        max(caps.container_cap_m(c.cpu_request_m) or 0, c.cpu_request_m)
+        for c in pod.facts.cpu_containers
     ]
 
 
@@ -199,7 +200,7 @@ def _vpa_floor(
     """The pod's floor lifted to its VPA's targets, at most ``hard`` (allocatable and
     LimitRanges), and the per-container floors to split the target by; None where VPA
     wants more than ``hard`` allows, so the split falls back to the requests."""
-    bases = [max(c.cpu_request_m, wanted.get(c.name, 0)) for c in pod.cpu_containers]
+    bases = [max(c.cpu_request_m, wanted.get(c.name, 0)) for c in pod.facts.cpu_containers]
     wanted_m = sum(bases)
     lifted = min(wanted_m, max(hard, floor))
     if lifted <= floor:
@@ -209,11 +210,11 @@ def _vpa_floor(
 
 def _below(pod: PodInfo, floor: int, bases: list[int] | None) -> bool:
     """Whether the pod's current limit, or a container's, is below its VPA-lifted floor."""
-    if pod.limit_m < floor:
+    if pod.facts.limit_m < floor:
         return True
     return bases is not None and any(
         c.cpu_limit_m is not None and c.cpu_limit_m < base
-        for c, base in zip(pod.cpu_containers, bases, strict=True)
+        for c, base in zip(pod.facts.cpu_containers, bases, strict=True)
     )
 
 
@@ -227,7 +228,7 @@ def _containers(
 ) -> tuple[ContainerLimit, ...]:
     """The target split over the request-bearing containers, pro-rata by request, or by
     ``bases`` (each container's request lifted to its VPA target) where a VPA lifts them."""
-    containers = pod.cpu_containers
+    containers = pod.facts.cpu_containers
     if len(containers) == 1:
         only = containers[0]
         return (ContainerLimit(only.name, only.sidecar, target),)

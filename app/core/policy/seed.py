@@ -30,9 +30,9 @@ def seed_limits(
     decision. A pod with pod-level resources gets its limit at pod level
     (``seed_pod_limit``), never on its containers.
     """
-    if pod.pod_resources is not None:
+    if pod.facts.pod_resources is not None:
         return ()
-    candidates = [c for c in pod.cpu_containers if c.cpu_limit_m is None]
+    candidates = [c for c in pod.facts.cpu_containers if c.cpu_limit_m is None]
     if not candidates:
         return ()
     wanted = vpa_targets or {}
@@ -41,10 +41,12 @@ def seed_limits(
         _birth_limit(r, settings, caps=(limit_range.container_cap_m(r),), floor=r) for r in requests
     ]
     pod_caps = [
-        cap for cap in (pod.max_cpu_m, limit_range.pod_cap_m(pod.request_m)) if cap is not None
+        cap
+        for cap in (pod.max_cpu_m, limit_range.pod_cap_m(pod.facts.request_m))
+        if cap is not None
     ]
     if pod_caps:
-        existing = sum(c.cpu_limit_m for c in pod.cpu_containers if c.cpu_limit_m is not None)
+        existing = sum(c.cpu_limit_m for c in pod.facts.cpu_containers if c.cpu_limit_m is not None)
         total = max(min(min(pod_caps) - existing, sum(bounds)), sum(requests))
         limits = split_target(requests=requests, caps=bounds, total=total)
     return tuple(
@@ -64,10 +66,10 @@ def seed_pod_limit(
     ``max-cpu`` and the LimitRange pod cap, never below any container's own CPU limit,
     quantized; only a limit above the request is returned, so the pod stays Burstable.
     """
-    pod_level = pod.pod_resources
-    if pod_level is None or pod_level.cpu_limit_m is not None or pod.request_m <= 0:
+    pod_level = pod.facts.pod_resources
+    if pod_level is None or pod_level.cpu_limit_m is not None or pod.facts.request_m <= 0:
         return None
-    request = pod.request_m
+    request = pod.facts.request_m
     limit = _birth_limit(
         request,
         settings,

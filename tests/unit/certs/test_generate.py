@@ -2,9 +2,9 @@ import ipaddress
 
 import pytest
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from certs.generate import generate_client, service_dns_names
+from certs.generate import service_dns_names
 from tests.unit.certs.builders import DAY, NOW, make_ca, make_serving
 
 
@@ -43,31 +43,3 @@ def test_serving_certificate_is_signed_by_the_ca_for_its_sans() -> None:
 def test_serving_certificate_needs_a_san() -> None:
     with pytest.raises(ValueError, match="at least one"):
         make_serving(make_ca(), dns_names=[], ip_addresses=[])
-
-
-def test_client_certificate_names_the_user_and_groups_and_has_no_sans() -> None:
-    ca = make_ca()
-    client = generate_client(
-        ca=ca,
-        common_name="system:node:realnode-1",
-        organizations=["system:nodes"],
-        valid_for=DAY,
-        now=NOW,
-    )
-    cert = x509.load_pem_x509_certificate(client.cert_pem)
-    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.cert_pem))
-    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == (
-        "system:node:realnode-1"
-    )
-    assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)] == [
-        "system:nodes"
-    ]
-    usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert list(usage) == [ExtendedKeyUsageOID.CLIENT_AUTH]
-    with pytest.raises(x509.ExtensionNotFound):
-        cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-
-
-def test_client_certificate_needs_a_common_name() -> None:
-    with pytest.raises(ValueError, match="common name"):
-        generate_client(ca=make_ca(), common_name="", valid_for=DAY, now=NOW)

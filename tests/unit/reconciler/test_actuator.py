@@ -35,7 +35,7 @@ def _opt_out(world: World) -> None:
             containers=[
                 container(
                     cpu_request=world.cache.pods[f"team-a/{name}"]
-                    .containers[0]
+                    .facts.containers[0]
                     .cpu_request_m.__str__()
                     + "m"
                 )

@@ -177,8 +177,9 @@ def settle(world: World) -> None:
             pod.name,
             containers=[
                 container(
-                    cpu_request=f"{pod.request_m}m",
-                    cpu_limit=limits.get(pod.name) or (f"{pod.limit_m}m" if pod.limit_m else None),
+                    cpu_request=f"{pod.facts.request_m}m",
+                    cpu_limit=limits.get(pod.name)
+                    or (f"{pod.facts.limit_m}m" if pod.facts.limit_m else None),
                 )
             ],
             status_annotation=annotations.get(pod.name, pod.status_annotation),

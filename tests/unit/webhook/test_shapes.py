@@ -7,7 +7,7 @@ import pytest
 
 from app.core.pods import PodShapeError, PodWire, pod_wire
 from webhook.handlers.pods import POD_SHAPE
-from webhook.shapes import INTEGER, STRING, STRING_MAP, fields, merged, problems, shape_of
+from webhook.shapes import INTEGER, STRING, STRING_MAP, Fields, merged, problems, shape_of
 
 
 class _Inner(msgspec.Struct):
@@ -53,8 +53,8 @@ def test_a_shape_is_derived_from_the_schema(value: object, found: list[str]) -> 
 
 
 def test_merged_adds_fields_and_replaces_what_is_not_an_object() -> None:
-    base = fields(metadata=fields(name=STRING, labels=fields(mode=STRING)), generation=INTEGER)
-    extra = fields(metadata=fields(labels=STRING_MAP, uid=STRING))
+    base = Fields(metadata=Fields(name=STRING, labels=Fields(mode=STRING)), generation=INTEGER)
+    extra = Fields(metadata=Fields(labels=STRING_MAP, uid=STRING))
     shape = merged(base, extra)
     value = {"metadata": {"name": 1, "labels": {"app": 2}, "uid": 3}, "generation": "x"}
     assert problems(value, shape, path="o") == [

@@ -46,14 +46,14 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
     )
     assert (info.namespace, info.name, info.uid) == ("team-b", "web-1", "uid-team-b-web-1")
     assert info.key == "team-b/web-1"
-    assert (info.node_name, info.phase, info.qos_class) == ("node-7", "Running", "Burstable")
+    assert (info.node_name, info.phase, info.facts.qos_class) == ("node-7", "Running", "Burstable")
     # Only the opt-out label is kept; the rest would only cost memory.
     assert info.labels == {"kube-headroom.dev/mode": "unmanaged"}
     assert info.owners == (
         OwnerRef(kind="ReplicaSet", api_group="apps", name="web-5d8f", controller=True),
         OwnerRef(kind="Node", api_group="", name="n", controller=True),
     )
-    assert info.containers == (
+    assert info.facts.containers == (
         ContainerInfo(
             name="app",
             sidecar=False,
@@ -64,7 +64,7 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
             restart_on_cpu_resize=False,
         ),
     )
-    assert (info.request_m, info.limit_m) == (500, 0)
+    assert (info.facts.request_m, info.facts.limit_m) == (500, 0)
     assert (info.generation, info.observed_generation) == (4, 3)
     assert info.status_annotation == '{"factor":"1.00"}'
     assert not info.terminal
@@ -74,9 +74,9 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
 def test_an_almost_empty_pod_gets_neutral_values() -> None:
     info = pod_info_from_dict({})
     assert (info.namespace, info.name, info.uid, info.node_name, info.phase) == ("",) * 5
-    assert info.containers == ()
-    assert (info.request_m, info.limit_m) == (0, 0)
-    assert info.qos_class == "BestEffort"
+    assert info.facts.containers == ()
+    assert (info.facts.request_m, info.facts.limit_m) == (0, 0)
+    assert info.facts.qos_class == "BestEffort"
     assert info.generation is None
     assert info.resize_pending is None
 
@@ -86,11 +86,11 @@ def test_sidecars_count_and_plain_init_containers_do_not() -> None:
         containers=[container("app", cpu_request="1", cpu_limit="2")],
         init_containers=[PLAIN_INIT, SIDECAR],
     )
-    assert [(c.name, c.sidecar) for c in info.containers] == [("app", False), ("proxy", True)]
-    assert info.init_cpu_requests_m == (2000,)
-    assert info.request_m == 1100
+    assert [(c.name, c.sidecar) for c in info.facts.containers] == [("app", False), ("proxy", True)]
+    assert info.facts.init_cpu_requests_m == (2000,)
+    assert info.facts.request_m == 1100
     # The sidecar has no limit, so the pod's current limit counts as unset.
-    assert info.limit_m == 0
+    assert info.facts.limit_m == 0
 
 
 @pytest.mark.parametrize(
@@ -135,8 +135,8 @@ def test_request_and_current_limit(
     containers: list[dict[str, Any]], request_m: int, limit_m: int
 ) -> None:
     info = pod_info(containers=containers)
-    assert (info.request_m, info.limit_m) == (request_m, limit_m)
-    assert all(c.cpu_request_m > 0 for c in info.cpu_containers)
+    assert (info.facts.request_m, info.facts.limit_m) == (request_m, limit_m)
+    assert all(c.cpu_request_m > 0 for c in info.facts.cpu_containers)
 
 
 def guaranteed(name: str = "app", **overrides: Any) -> dict[str, Any]:
@@ -189,11 +189,11 @@ def test_qos_class_is_computed_like_the_api_server(
 ) -> None:
     obj = pod(containers=containers, init_containers=init_containers, qos_class=None)
     assert qos_class(obj["spec"]) == expected
-    assert pod_info_from_dict(obj).qos_class == expected
+    assert pod_info_from_dict(obj).facts.qos_class == expected
 
 
 def test_qos_class_from_status_wins() -> None:
-    assert pod_info(containers=[guaranteed()], qos_class="Burstable").qos_class == "Burstable"
+    assert pod_info(containers=[guaranteed()], qos_class="Burstable").facts.qos_class == "Burstable"
 
 
 @pytest.mark.parametrize(
@@ -232,7 +232,7 @@ def test_guaranteed_if_pinned(
     containers: list[dict[str, Any]], init_containers: list[dict[str, Any]], expected: bool
 ) -> None:
     info = pod_info(containers=containers, init_containers=init_containers)
-    assert info.guaranteed_if_pinned is expected
+    assert info.facts.guaranteed_if_pinned is expected
 
 
 @pytest.mark.parametrize(
@@ -327,7 +327,7 @@ def test_cpu_resize_policy() -> None:
             container("b", cpu_resize_policy="NotRequired"),
         ]
     )
-    assert [c.restart_on_cpu_resize for c in info.containers] == [True, False]
+    assert [c.restart_on_cpu_resize for c in info.facts.containers] == [True, False]
 
 
 @pytest.mark.parametrize(
@@ -371,7 +371,7 @@ def test_cpu_resize_policy() -> None:
     ],
 )
 def test_a_pod_books_what_the_scheduler_books(overrides: dict[str, Any], booked_m: int) -> None:
-    assert pod_info(**overrides).booked_m == booked_m
+    assert pod_info(**overrides).facts.booked_m == booked_m
 
 
 def test_booked_cpu_counts_every_pod_until_it_has_finished() -> None:
@@ -403,14 +403,14 @@ def test_bad_quantities_raise(resources: dict[str, str]) -> None:
 
 def test_a_pod_at_admission_has_its_qos_computed() -> None:
     info = pod_info(node=None, phase=None, qos_class=None, generation=None)
-    assert (info.node_name, info.phase, info.qos_class) == ("", "", "Burstable")
+    assert (info.node_name, info.phase, info.facts.qos_class) == ("", "", "Burstable")
     assert not info.terminal
 
 
 def test_pods_without_pod_level_resources_have_no_pod_level_record() -> None:
-    assert pod_info().pod_resources is None
-    assert pod_info(resources={"requests": {}, "limits": {}}).pod_resources is None
-    assert pod_info(resources={"requests": {"example.com/gpu": "1"}}).pod_resources is None
+    assert pod_info().facts.pod_resources is None
+    assert pod_info(resources={"requests": {}, "limits": {}}).facts.pod_resources is None
+    assert pod_info(resources={"requests": {"example.com/gpu": "1"}}).facts.pod_resources is None
 
 
 @pytest.mark.parametrize(
@@ -474,8 +474,8 @@ def test_pod_level_request_and_limit_replace_the_containers(
     pod_level: PodLevelResources,
 ) -> None:
     info = pod_info(resources=resources, containers=containers, qos_class=None)
-    assert (info.request_m, info.limit_m) == (request_m, limit_m)
-    assert info.pod_resources == pod_level
+    assert (info.facts.request_m, info.facts.limit_m) == (request_m, limit_m)
+    assert info.facts.pod_resources == pod_level
     assert booked_cpu_m([info]) == request_m
 
 
@@ -514,8 +514,8 @@ def test_pod_level_resources_decide_the_qos_class(
     obj = pod(resources=resources, containers=containers, qos_class=None)
     assert qos_class(obj["spec"]) == qos
     info = pod_info_from_dict(obj)
-    assert info.qos_class == qos
-    assert info.guaranteed_if_pinned is pinned
+    assert info.facts.qos_class == qos
+    assert info.facts.guaranteed_if_pinned is pinned
 
 
 def test_replicas_share_their_container_and_owner_records() -> None:
@@ -528,10 +528,10 @@ def test_replicas_share_their_container_and_owner_records() -> None:
         for name in ("web-7d9f-a", "web-7d9f-b")
     )
     other = pod_info_from_dict(pod("batch", containers=[container(cpu_request="2")], owners=owner))
-    assert first.containers is second.containers
+    assert first.facts.containers is second.facts.containers
     assert first.owners is second.owners
-    assert other.containers is not first.containers
-    assert other.containers[0].cpu_request_m == 2000
+    assert other.facts.containers is not first.facts.containers
+    assert other.facts.containers[0].cpu_request_m == 2000
     assert other.owners is first.owners
 
 
@@ -616,16 +616,16 @@ def test_excluded_containers_leave_the_managed_part(
     whole = pod_info(**overrides)
     view = excluding(whole, frozenset({PROXY, "linkerd-proxy"}))
     # Pinning the whole pod, the proxy included, would make the first and third Guaranteed.
-    assert whole.guaranteed_if_pinned is whole_pinned
-    assert (view.request_m, view.limit_m) == (request_m, limit_m)
-    assert [c.name for c in view.cpu_containers] == managed
-    assert [(c.name, c.cpu_limit_m) for c in view.excluded_containers] == kept
-    assert view.guaranteed_if_pinned is pinned_guaranteed
+    assert whole.facts.guaranteed_if_pinned is whole_pinned
+    assert (view.facts.request_m, view.facts.limit_m) == (request_m, limit_m)
+    assert [c.name for c in view.facts.cpu_containers] == managed
+    assert [(c.name, c.cpu_limit_m) for c in view.facts.excluded] == kept
+    assert view.facts.guaranteed_if_pinned is pinned_guaranteed
     # What the pod books and what it is are unchanged.
-    assert (view.booked_m, view.containers, view.qos_class) == (
-        whole.booked_m,
-        whole.containers,
-        whole.qos_class,
+    assert (view.facts.booked_m, view.facts.containers, view.facts.qos_class) == (
+        whole.facts.booked_m,
+        whole.facts.containers,
+        whole.facts.qos_class,
     )
 
 

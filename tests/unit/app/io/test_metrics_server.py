@@ -1,3 +1,4 @@
+import argparse
 import asyncio
 import socket
 import ssl
@@ -12,13 +13,13 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from app.io.flags import add_process_flags, process_listeners
 from app.io.metrics_server import (
     Access,
     KubeAccessReviewer,
     Listener,
     ListenError,
     MetricsApp,
-    metrics_listener,
     parse_bind_address,
 )
 from certs.cli import main as headroom_certs
@@ -252,8 +253,7 @@ def test_listener_serves_https_from_a_certificate_source() -> None:
     listener = Listener(
         name="metrics",
         app=MetricsApp(registry=_registry(), reviewer=FixedReviewer(Access.ALLOWED)),
-        host="127.0.0.1",
-        port=0,
+        address="127.0.0.1:0",
         certificates=certs,
     )
     reply = _serve_and_get(
@@ -267,10 +267,17 @@ def test_listener_serves_https_from_a_certificate_source() -> None:
     assert "headroom_test_total 1.0" in reply.text
 
 
+def _metrics_listener(*flags: str, api: Reviews | None = None) -> Listener:
+    """The metrics listener the process flags describe."""
+    parser = argparse.ArgumentParser()
+    add_process_flags(parser)
+    args = parser.parse_args([*flags, "--health-probe-bind-address=0"])
+    [listener] = process_listeners(args, registry=_registry(), api=api, not_ready=list)
+    return listener
+
+
 def test_insecure_metrics_are_plain_http_without_auth(caplog: pytest.LogCaptureFixture) -> None:
-    listener = metrics_listener(
-        bind_address="127.0.0.1:0", secure=False, cert_path=None, registry=_registry(), api=None
-    )
+    listener = _metrics_listener("--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false")
     reply = _serve_and_get(listener, "http://127.0.0.1:{port}/metrics")
     assert reply.status_code == 200
     assert "without authentication" in caplog.text
@@ -281,11 +288,9 @@ def test_secure_metrics_log_the_provided_certificate_line(
 ) -> None:
     assert headroom_certs(["--out-dir", str(tmp_path), "--ip", "127.0.0.1"]) == 0
     caplog.set_level("INFO")
-    metrics_listener(
-        bind_address="127.0.0.1:0",
-        secure=True,
-        cert_path=tmp_path,
-        registry=_registry(),
+    _metrics_listener(
+        "--metrics-bind-address=127.0.0.1:0",
+        f"--metrics-cert-path={tmp_path}",
         api=Reviews({}, set()),
     )
     assert "Initializing metrics certificate watcher using provided certificates" in caplog.messages
@@ -293,20 +298,14 @@ def test_secure_metrics_log_the_provided_certificate_line(
 
 def test_secure_metrics_need_an_api() -> None:
     with pytest.raises(ValueError, match="API client"):
-        metrics_listener(
-            bind_address=":0", secure=True, cert_path=None, registry=_registry(), api=None
-        )
+        _metrics_listener("--metrics-bind-address=:0")
 
 
 def test_a_taken_port_fails_with_a_clear_message() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        listener = metrics_listener(
-            bind_address=f"127.0.0.1:{port}",
-            secure=False,
-            cert_path=None,
-            registry=_registry(),
-            api=None,
+        listener = _metrics_listener(
+            f"--metrics-bind-address=127.0.0.1:{port}", "--metrics-secure=false"
         )
         with pytest.raises(ListenError, match=f"metrics server cannot listen on 127.0.0.1:{port}"):
             listener.bind()

@@ -61,7 +61,7 @@ def node_input(
     return NodeInput(
         name="node-1",
         allocatable_m=allocatable_m,
-        booked_m=sum(pod.request_m for pod in pods) + unmanaged_m,
+        booked_m=sum(pod.facts.request_m for pod in pods) + unmanaged_m,
         pods=list(pods),
         limit_ranges=dict(limit_ranges or {}),
         vpa_targets={

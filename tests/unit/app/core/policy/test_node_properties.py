@@ -77,7 +77,7 @@ def nodes(draw: st.DrawFn, *, simple: bool = False) -> NodeInput:
 def test_targets_stay_between_request_and_caps(node: NodeInput, config: Settings) -> None:
     for result in compute_node(node, config).pods:
         pod = result.pod
-        request = pod.request_m
+        request = pod.facts.request_m
         ceilings = [node.allocatable_m]
         if config.max_multiplier:
             ceilings.append(int(request * config.max_multiplier + Fraction(1, 2)))
@@ -89,7 +89,7 @@ def test_targets_stay_between_request_and_caps(node: NodeInput, config: Settings
             assert not result.patch
             continue
         assert request <= result.target_m <= result.hi_m
-        if pod.guaranteed_if_pinned:
+        if pod.facts.guaranteed_if_pinned:
             assert result.target_m >= request + config.quantum_m
 
 
@@ -102,7 +102,7 @@ def test_container_split_sums_to_the_target(node: NodeInput, config: Settings) -
             continue
         assert sum(c.limit_m for c in result.containers) == result.target_m
         caps = node.limit_ranges.get(result.pod.namespace)
-        for limit, info in zip(result.containers, result.pod.cpu_containers, strict=True):
+        for limit, info in zip(result.containers, result.pod.facts.cpu_containers, strict=True):
             assert limit.name == info.name
             assert limit.limit_m >= info.cpu_request_m
             cap = None if caps is None else caps.container_cap_m(info.cpu_request_m)
@@ -118,7 +118,9 @@ def test_adding_a_pod_never_raises_another_target(
     newcomer = data.draw(a_pod("newcomer"))
     before = compute_node(node, config)
     after = compute_node(
-        replace(node, pods=[*node.pods, newcomer], booked_m=node.booked_m + newcomer.request_m),
+        replace(
+            node, pods=[*node.pods, newcomer], booked_m=node.booked_m + newcomer.facts.request_m
+        ),
         config,
     )
     for old, new in zip(before.pods, after.pods[:-1], strict=True):
@@ -130,14 +132,16 @@ def test_adding_a_pod_never_raises_another_target(
 def test_splitting_a_pod_keeps_the_aggregate(node: NodeInput, data: st.DataObject) -> None:
     index = data.draw(st.integers(0, len(node.pods) - 1))
     victim = node.pods[index]
-    assume(victim.request_m >= 2)
-    parts = data.draw(st.integers(2, min(5, victim.request_m)))
+    assume(victim.facts.request_m >= 2)
+    parts = data.draw(st.integers(2, min(5, victim.facts.request_m)))
     cuts = sorted(
         data.draw(
-            st.sets(st.integers(1, victim.request_m - 1), min_size=parts - 1, max_size=parts - 1)
+            st.sets(
+                st.integers(1, victim.facts.request_m - 1), min_size=parts - 1, max_size=parts - 1
+            )
         )
     )
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, victim.request_m], strict=True)]
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, victim.facts.request_m], strict=True)]
     pieces = [managed_pod(f"{victim.name}-{i}", size) for i, size in enumerate(sizes)]
     split = replace(node, pods=[*node.pods[:index], *pieces, *node.pods[index + 1 :]])
     before = sum(pod.target_m for pod in compute_node(node, SIMPLE).pods)
@@ -154,7 +158,7 @@ def test_no_slack_means_requests(node: NodeInput, config: Settings) -> None:
     for pod in result.pods:
         if pod.reason is Reason.QOS_GUARD:
             continue
-        expected = pod.request_m + (config.quantum_m if pod.pod.guaranteed_if_pinned else 0)
+        expected = pod.request_m + (config.quantum_m if pod.pod.facts.guaranteed_if_pinned else 0)
         assert pod.target_m == expected
 
 
