@@ -43,7 +43,7 @@ control-plane: ## Build (or reuse) etcd, kube-apiserver, controller-manager, sch
 	bash hack/build-control-plane.sh
 
 .PHONY: neighbours
-neighbours: ## Build (or reuse) the components the integration tier runs beside Headroom: Karpenter (KWOK provider), VPA, metrics-server
+neighbours: ## Build (or reuse) the components the integration tier runs beside Headroom: Karpenter (KWOK provider), VPA, metrics-server, Flux
 	bash hack/build-neighbours.sh
 
 .PHONY: helm

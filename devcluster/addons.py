@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gzip
+import hashlib
+import http.client
+import io
 import json
 import os
 import ssl
 import subprocess
+import tarfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +76,24 @@ def prometheus_binary() -> Path:
     return path
 
 
+def _registry_path() -> Path:
+    v = pinned_versions()
+    return (
+        cache_root()
+        / f"debian-{v['DEBIAN_SUITE']}"
+        / f"docker-registry-{v['DOCKER_REGISTRY_DEB_VERSION']}"
+        / "usr/bin/docker-registry"
+    )
+
+
+def registry_binary() -> Path:
+    """The registry alone, which ``hack/build-neighbours.sh`` unpacks too (for Flux)."""
+    path = _registry_path()
+    if not path.exists():
+        raise AddonNotBuiltError(f"missing {path}: run bash {REPO / 'hack/build-neighbours.sh'}")
+    return path
+
+
 def addon_paths() -> AddonPaths:
     """Where hack/build-e2e.sh caches each part; raises naming what is missing."""
     v, cache = pinned_versions(), cache_root()
@@ -80,9 +104,7 @@ def addon_paths() -> AddonPaths:
         prometheus_operator_bin=operator / "bin",
         prometheus_operator_crds=operator / "crds",
         prometheus=_prometheus_path(),
-        docker_registry=debian
-        / f"docker-registry-{v['DOCKER_REGISTRY_DEB_VERSION']}"
-        / "usr/bin/docker-registry",
+        docker_registry=_registry_path(),
         base_rootfs=debian / "base-rootfs.tar",
     )
     missing = paths.missing()
@@ -303,3 +325,68 @@ class Registry:
         )
         with urllib.request.urlopen(request, timeout=5, context=context) as response:
             return str(response.headers["Docker-Content-Digest"])
+
+    def push_files(
+        self,
+        repository: str,
+        tag: str,
+        files: Mapping[str, bytes],
+        *,
+        media_type: str,
+        config_media_type: str,
+    ) -> str:
+        """Push ``files`` as one gzipped tar layer of ``media_type`` under
+        ``repository:tag``, with an empty config of ``config_media_type`` (the shape of
+        ``flux push artifact``); returns the manifest's digest."""
+        archive = io.BytesIO()
+        # Fixed times and owners: the same files are the same artifact.
+        with (
+            gzip.GzipFile(fileobj=archive, mode="wb", mtime=0) as zipped,
+            tarfile.open(fileobj=zipped, mode="w") as tar,
+        ):
+            for name, content in sorted(files.items()):
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(content), 0o644
+                tar.addfile(info, io.BytesIO(content))
+        layer, config = archive.getvalue(), b"{}"
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": self._push_blob(repository, config, config_media_type),
+                "layers": [self._push_blob(repository, layer, media_type)],
+                "annotations": {"org.opencontainers.image.revision": f"{tag}@{_sha256(layer)}"},
+            }
+        ).encode()
+        response = self._request(
+            "PUT",
+            f"/v2/{repository}/manifests/{tag}",
+            manifest,
+            "application/vnd.oci.image.manifest.v1+json",
+        )
+        return str(response.headers["Docker-Content-Digest"])
+
+    def _push_blob(self, repository: str, content: bytes, media_type: str) -> dict[str, object]:
+        digest = _sha256(content)
+        started = self._request("POST", f"/v2/{repository}/blobs/uploads/", b"")
+        location = urllib.parse.urljoin(f"https://{self.host}", started.headers["Location"])
+        joiner = "&" if "?" in location else "?"
+        parts = urllib.parse.urlsplit(f"{location}{joiner}digest={digest}")
+        self._request("PUT", f"{parts.path}?{parts.query}", content, "application/octet-stream")
+        return {"mediaType": media_type, "digest": digest, "size": len(content)}
+
+    def _request(
+        self, method: str, path: str, body: bytes, content_type: str | None = None
+    ) -> http.client.HTTPResponse:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        headers = {"Content-Type": content_type} if content_type else {}
+        request = urllib.request.Request(
+            f"https://{self.host}{path}", data=body, method=method, headers=headers
+        )
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            response.read()
+            return response  # type: ignore[no-any-return]
+
+
+def _sha256(content: bytes) -> str:
+    return f"sha256:{hashlib.sha256(content).hexdigest()}"

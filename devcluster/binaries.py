@@ -22,6 +22,19 @@ REQUIRED = (
 )
 
 
+NEIGHBOURS_SCRIPT = REPO / "hack" / "build-neighbours.sh"
+
+
+def neighbour_dir(component: str, directory: str) -> Path:
+    """``directory`` of the cache, where ``hack/build-neighbours.sh`` builds ``component``
+    (a component run beside Headroom) on first use; waits while another build of it runs."""
+    subprocess.run(
+        ["bash", str(NEIGHBOURS_SCRIPT), component], check=True, capture_output=True, cwd=REPO
+    )
+    cache = Path(os.environ.get("HEADROOM_CACHE", Path.home() / ".cache" / "headroom"))
+    return cache / directory
+
+
 class BinaryNotFoundError(RuntimeError):
     """A control-plane binary is missing and could not be built."""
 

@@ -9,7 +9,6 @@ like any simulated node. The binary and CRDs come from the cache
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +17,13 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from devcluster.addons import HostProcess, http_ok, spawn, wait_until
-from devcluster.binaries import REPO
+from devcluster.binaries import neighbour_dir, pinned_versions
 from devcluster.ports import free_port
-
-BUILD_SCRIPT = REPO / "hack" / "build-neighbours.sh"
 
 
 def karpenter_dir() -> Path:
     """The cache holding ``bin/karpenter-kwok`` and ``crds/``, built on first use."""
-    done = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, capture_output=True, text=True, cwd=REPO
-    )
-    return Path(done.stdout.strip().splitlines()[-1])
+    return neighbour_dir("karpenter", f"karpenter-{pinned_versions()['KARPENTER_VERSION']}")
 
 
 def instance_type(name: str, *, cpu: str, memory: str, price: float) -> dict[str, Any]:

@@ -21,8 +21,7 @@ from typing import Any
 
 from app.core.quantity import parse_cpu_millis
 from devcluster.addons import HostProcess, http_ok, spawn, wait_until
-from devcluster.binaries import pinned_versions
-from devcluster.karpenter import karpenter_dir
+from devcluster.binaries import neighbour_dir, pinned_versions
 from devcluster.pki import write_loopback_serving_pair
 from devcluster.ports import free_port
 
@@ -33,7 +32,7 @@ def neighbour_bin(component: str) -> Path:
     """``vpa`` or ``metrics-server``: the directory of its binaries, built on first use."""
     versions = pinned_versions()
     version = versions["VPA_VERSION" if component == "vpa" else "METRICS_SERVER_VERSION"]
-    return karpenter_dir().parent / f"{component}-{version}" / "bin"
+    return neighbour_dir(component, f"{component}-{version}") / "bin"
 
 
 def _insecure() -> ssl.SSLContext:

@@ -64,6 +64,16 @@ PY
 }
 
 deb_unpack() {  # package version destination
+  [ -f "$3/.complete" ] && return 0
+  mkdir -p "$(dirname "$3")"
+  # Two build scripts may unpack the same package at once (the registry): one does.
+  (
+    flock 8
+    deb_unpack_locked "$@"
+  ) 8>"$3.lock"
+}
+
+deb_unpack_locked() {
   local package=$1 version=$2 dest=$3 tmp
   [ -f "$dest/.complete" ] && return 0
   log "unpacking Debian package $package=$version"

@@ -10,9 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p _artifacts
-# The components the integration tier runs beside Headroom (Karpenter, VPA, metrics-server)
-# build meanwhile too, from a cold cache about 10 minutes of Go builds; a test that needs
-# one before it is built waits on the build's lock (devcluster.karpenter.karpenter_dir).
+# The components the integration tier runs beside Headroom (Karpenter, VPA, metrics-server,
+# Flux) build meanwhile too, from a cold cache about 20 minutes of Go builds; a test that
+# needs one before it is built builds it itself, or waits on that component's lock
+# (devcluster.binaries.neighbour_dir).
 neighbours_log=_artifacts/neighbours-build.log
 setsid nice -n 10 bash hack/build-neighbours.sh >"$neighbours_log" 2>&1 &
 neighbours=$!

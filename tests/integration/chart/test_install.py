@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import yaml
 
 from app.core.labels import CONFIG_NAME, MODE_LABEL, MODE_MANAGED, STATUS_ANNOTATION
 from devcluster.binaries import kubernetes_version
+from tests.integration.chart.conftest import CRD_RELEASE, release_pods
 from tests.integration.conftest import CRD, REPO, Cluster, eventually, run_helm
 from tests.integration.rbac import RELEASE, RELEASE_NAMESPACE
 from tests.integration.reconciler.manifests import pod
@@ -30,9 +31,7 @@ from tests.integration.runbook import run_shell, runbook_commands, shell_environ
 
 # A registry with a port: the port is not the tag.
 IMG = "registry.example:5000/kube-headroom:test"
-CRD_RELEASE = "kube-headroom-crds"
 CA_INJECTION = "cert-manager.io/inject-ca-from"
-RELEASE_PODS = f"app.kubernetes.io/instance={RELEASE}"
 
 Manifest = dict[str, Any]
 
@@ -154,46 +153,6 @@ def hcfg_columns(cluster: Cluster) -> dict[str, str]:
     columns = [(match.group(), match.start()) for match in re.finditer(r"\S+", header)]
     ends = [start for _, start in columns[1:]] + [len(row)]
     return {name: row[start:end].strip() for (name, start), end in zip(columns, ends, strict=True)}
-
-
-def release_pods(cluster: Cluster) -> str:
-    return cluster.kubectl(
-        "get",
-        "pods",
-        f"--namespace={RELEASE_NAMESPACE}",
-        f"--selector={RELEASE_PODS}",
-        "-o",
-        "name",
-    ).strip()
-
-
-@pytest.fixture(scope="module")
-def install_node(control_plane: Cluster) -> Iterator[str]:
-    """A simulated node, so the Deployments' pods run and `--wait` completes."""
-    with control_plane.fresh_node("install") as name:
-        yield name
-
-
-@pytest.fixture
-def clean_install(
-    control_plane: Cluster,
-    helm: Path,
-    headroom_crd: str,
-    third_party_crds: list[str],
-    install_node: str,
-) -> Iterator[None]:
-    """Leave the cluster as the session had it: no operator release (nor its webhook
-    configurations), no HeadroomConfig, the CRD chart installed."""
-    try:
-        yield
-    finally:
-        run_helm(
-            control_plane, helm, "uninstall", RELEASE, f"--namespace={RELEASE_NAMESPACE}",
-            "--ignore-not-found", "--wait",
-        )  # fmt: skip
-        control_plane.kubectl("delete", "hcfg", CONFIG_NAME, "--ignore-not-found")
-        run_helm(control_plane, helm, "upgrade", "--install", CRD_RELEASE, f"chart/{CRD_RELEASE}")
-        eventually(lambda: not release_pods(control_plane), what="the release's pods to go")
 
 
 def test_make_install_sample_config_and_uninstall_keeps_both(
@@ -377,7 +336,8 @@ def test_helm_template_applied_again_keeps_an_enforcing_config_enforcing(
     )  # fmt: skip
     objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
     (config,) = [obj for obj in objects if obj["kind"] == "HeadroomConfig"]
-    assert not config["metadata"].get("annotations"), "a hook would become a sync hook"
+    hooks = [key for key in config["metadata"]["annotations"] if key.startswith("helm.sh/")]
+    assert hooks == [], "a hook would become a sync hook"
     listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 
     def stored_config() -> dict[str, Any]:

@@ -458,11 +458,28 @@ def test_headroom_config_renders_no_field_an_operator_changes() -> None:
     assert validate_config(config).allowed
 
 
-def test_headroom_config_is_an_ordinary_manifest_under_helm_template() -> None:
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+FLUX_SSA = "kustomize.toolkit.fluxcd.io/ssa"
+
+
+@pytest.mark.parametrize(
+    ("spec", "annotations"),
+    [
+        # Nothing in Git to enforce: created once, then the operator's.
+        pytest.param({}, {FLUX_PRUNE: "disabled", FLUX_SSA: "IfNotPresent"}, id="no-field-set"),
+        # A field set in the values is one every sync enforces.
+        pytest.param({"dryRun": False}, {FLUX_PRUNE: "disabled"}, id="dry-run-set"),
+    ],
+)
+def test_headroom_config_under_helm_template(
+    spec: dict[str, Any], annotations: dict[str, str]
+) -> None:
     # No cluster to ask: GitOps tools apply it like any object. A Helm hook would become an
-    # Argo CD sync hook, deleted and created again at every sync.
-    config = find(render(chart_values(headroom_config=True)), "HeadroomConfig", "cluster")
-    assert not any(key.startswith("helm.sh/") for key in config["metadata"].get("annotations", {}))
+    # Argo CD sync hook, deleted and created again at every sync; Flux's annotations keep
+    # it as an install does (see the runbook, GitOps).
+    values = chart_values(headroom_config=True, extra={"headroomConfig": {"spec": spec}})
+    config = find(render(values), "HeadroomConfig", "cluster")
+    assert config["metadata"]["annotations"] == annotations
 
 
 def test_headroom_config_spec_passes_through() -> None:

@@ -56,6 +56,15 @@ def _compatibility() -> dict[str, list[str]]:
         ("prometheus-operator", ("PROMETHEUS_OPERATOR_VERSION", "PROMETHEUS_VERSION")),
         ("VerticalPodAutoscaler", ("VPA_VERSION",)),
         ("Helm", ("HELM_VERSION",)),
+        ("Karpenter", ("KARPENTER_VERSION",)),
+        (
+            "Flux",
+            (
+                "FLUX_SOURCE_CONTROLLER_VERSION",
+                "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
+                "FLUX_HELM_CONTROLLER_VERSION",
+            ),
+        ),
     ],
 )
 def test_the_compatibility_table_names_the_versions_tested(
