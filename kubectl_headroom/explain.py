@@ -206,7 +206,7 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
             lines.append("  no slack: raw = r")
         if result.vpa_m:
             lines.append(
-                f"  RequestsOnly VPA target = {_m(result.vpa_m)}: the target is never below it"
+                f"  RequestsOnly VPA upper bound = {_m(result.vpa_m)}: the target is never below it"
             )
         lines += [
             f"  ceiling hi = {_m(result.hi_m)} (bound by {result.hi_cap})",
@@ -254,7 +254,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
             target=_m(result.target_m),
             ceiling=_m(result.hi_m),
             ceilingBoundBy=str(result.hi_cap),
-            vpaTarget=_m(result.vpa_m) if result.vpa_m else None,
+            vpaUpperBound=_m(result.vpa_m) if result.vpa_m else None,
             excludedContainers=[
                 {
                     "name": kept.name,

@@ -210,7 +210,7 @@ def _vpas(state: ClusterState, scope: set[str]) -> Iterator[Finding]:
                 Severity.INFO,
                 where,
                 f"sets requests of {owner}; Headroom sets its CPU limits, never below "
-                "VPA's recommended target",
+                "VPA's recommended upper bound",
                 "nothing to do: supported",
             )
 

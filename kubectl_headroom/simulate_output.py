@@ -5,6 +5,7 @@ from typing import Any, TextIO
 
 from app.core.explain import factor_text
 from app.core.explain import millis as _m
+from app.core.policy import Cap
 from kubectl_headroom.simulate import Simulation, View, totals
 from kubectl_headroom.table import render
 
@@ -35,8 +36,12 @@ def table(simulation: Simulation, view: View) -> str:
             _m(p.result.current_m) if p.result.current_m else "unset",
             _m(p.result.target_m) if p.result.target_m else "unset",
             # A cap bounds the limit only when the formula asked for more; a RequestsOnly
-            # VPA's target bounds it from below when it lifted it.
-            str(p.result.hi_cap) if p.result.capped else "vpa-target" if p.result.vpa_m else "-",
+            # VPA's upper bound bounds it from below when it lifted it.
+            str(p.result.hi_cap)
+            if p.result.capped
+            else str(Cap.VPA_UPPER_BOUND)
+            if p.result.vpa_m
+            else "-",
             str(p.action),
             p.blocked_by or "",
         ]
@@ -113,7 +118,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "ceiling": _m(p.result.hi_m),
                 "ceilingBoundBy": str(p.result.hi_cap),
                 "capped": p.result.capped,
-                "vpaTarget": _m(p.result.vpa_m) if p.result.vpa_m else None,
+                "vpaUpperBound": _m(p.result.vpa_m) if p.result.vpa_m else None,
                 "action": str(p.action),
                 "reason": str(p.result.reason),
                 "patch": p.result.patch,

@@ -10,8 +10,8 @@ pod, ``pod_gate``), so none of them re-implements selection, node pools or the g
    namespace's VPAs whose target is on the pod's chain of controllers
    (``app.core.owners``), then back-off;
 3. the pure policy over the managed pods (``app.core.policy.compute_node``), each pod's
-   ceiling never below the CPU targets of a RequestsOnly VPA that actuates it
-   (``vpa_targets``).
+   ceiling never below the CPU upper bounds of a RequestsOnly VPA that actuates it
+   (``vpa_recommended``).
 
 Back-off is what the reconciler remembers, handed in as a value (``Remembered``). The tools
 remember nothing (``FROM_STATUS``): they decide as a freshly started reconciler would, which
@@ -27,10 +27,11 @@ from app.core.cluster import Lookups, NodeView, Unreadable
 from app.core.config import Settings, settings_for_node
 from app.core.eligibility import (
     Ineligible,
+    Recommended,
     node_ineligibility,
     pod_ineligibility,
     vpa_controls_limits,
-    vpa_cpu_targets,
+    vpa_cpu_recommendation,
     vpa_targets_pod,
 )
 from app.core.owners import owner_chain
@@ -146,15 +147,15 @@ def pod_gate(
     )
 
 
-def vpa_targets(pod: PodInfo, lookups: Lookups) -> dict[str, int]:
-    """The CPU targets (millicores, by container) of the RequestsOnly VPAs that actuate
-    the pod; where two name one container, the higher."""
+def vpa_recommended(pod: PodInfo, lookups: Lookups, recommended: Recommended) -> dict[str, int]:
+    """The CPU amounts (millicores, by container) the RequestsOnly VPAs that actuate the
+    pod recommend; where two name one container, the higher."""
     names = [c.name for c in pod.facts.containers]
-    targets: dict[str, int] = {}
+    amounts: dict[str, int] = {}
     for vpa in targeting_vpas(pod, lookups):
-        for name, target_m in vpa_cpu_targets(vpa, names).items():
-            targets[name] = max(target_m, targets.get(name, 0))
-    return targets
+        for name, amount_m in vpa_cpu_recommendation(vpa, names, recommended).items():
+            amounts[name] = max(amount_m, amounts.get(name, 0))
+    return amounts
 
 
 def targeting_vpas(pod: PodInfo, lookups: Lookups) -> list[Mapping[str, Any]]:
@@ -202,8 +203,10 @@ def decide_node(
             limit_ranges={
                 ns: lookups.limit_range_caps(ns) for ns in {p.namespace for p in managed}
             },
-            vpa_targets={
-                pod.uid: wanted for pod in managed if (wanted := vpa_targets(pod, lookups))
+            vpa_floors={
+                pod.uid: wanted
+                for pod in managed
+                if (wanted := vpa_recommended(pod, lookups, Recommended.UPPER_BOUND))
             },
         ),
         node_settings,

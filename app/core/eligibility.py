@@ -13,6 +13,7 @@ from app.core.quantity import QuantityError, parse_cpu_millis
 _VPA_REQUESTS_ONLY: Final = "RequestsOnly"
 _VPA_OFF: Final = "Off"
 _VPA_DEFAULT_POLICY: Final = "*"
+_VPA_RESOURCES: Final = ("cpu", "memory")
 
 
 class Ineligible(StrEnum):
@@ -165,15 +166,33 @@ def vpa_controls_limits(
     )
 
 
-def vpa_cpu_targets(vpa: Mapping[str, Any], container_names: Iterable[str]) -> dict[str, int]:
-    """The CPU targets (millicores) a ``RequestsOnly`` VerticalPodAutoscaler recommends for
+class Recommended(StrEnum):
+    """Which of a VerticalPodAutoscaler's recommended amounts (a field of each
+    ``status.recommendation.containerRecommendations[]``)."""
+
+    # What VPA sets the request to: what a pod's birth limit is computed from.
+    TARGET = "target"
+    # The most VPA says the container may need: what its ceiling is never below.
+    UPPER_BOUND = "upperBound"
+
+
+# The upper bound of a container VPA actuates but has not recommended for yet: VPA's own
+# upper bound without history is unbounded. Above any node, so the node's caps set it.
+UNBOUNDED_M: Final = 1 << 62
+
+
+def vpa_cpu_recommendation(
+    vpa: Mapping[str, Any], container_names: Iterable[str], recommended: Recommended
+) -> dict[str, int]:
+    """The CPU amounts (millicores) a ``RequestsOnly`` VerticalPodAutoscaler recommends for
     the named containers it actuates, from its status.
 
     VPA caps the requests it sets for such a container at the container's current limit
-    (its updater and admission controller alike), so these are what Headroom's ceiling
-    must never hold the container below. A VPA that sets limits, never actuates
-    (``updateMode: Off``) or leaves a container alone (policy ``mode: Off``) gives none; a
-    target that cannot be read is skipped.
+    (its updater and admission controller alike), and sizes them from the CPU the
+    container used, which the limit caps too. A VPA that sets limits, never actuates
+    (``updateMode: Off``) or leaves a container alone (policy ``mode: Off``) gives none; an
+    amount that cannot be read is skipped. For the upper bound, a container the VPA
+    actuates without a recommendation yet gets ``UNBOUNDED_M``.
     """
     names = list(container_names)
     if vpa_controls_limits(vpa, container_names=names):
@@ -184,22 +203,31 @@ def vpa_cpu_targets(vpa: Mapping[str, Any], container_names: Iterable[str]) -> d
     policies = (spec.get("resourcePolicy") or {}).get("containerPolicies") or []
     by_container = {policy.get("containerName"): policy for policy in policies}
     fallback = by_container.get(_VPA_DEFAULT_POLICY, {})
+    actuated = [name for name in names if _sets_cpu(by_container.get(name, fallback))]
     recommendation = ((vpa.get("status") or {}).get("recommendation") or {}).get(
         "containerRecommendations"
     ) or []
-    targets: dict[str, int] = {}
-    for entry in recommendation:
-        name = entry.get("containerName")
-        cpu = (entry.get("target") or {}).get("cpu")
-        if name not in names or not isinstance(cpu, str):
+    by_name = {entry.get("containerName"): entry for entry in recommendation}
+    amounts: dict[str, int] = {}
+    for name in actuated:
+        if name not in by_name:
+            if recommended is Recommended.UPPER_BOUND:
+                amounts[name] = UNBOUNDED_M
             continue
-        if by_container.get(name, fallback).get("mode") == _VPA_OFF:
+        cpu = (by_name[name].get(recommended) or {}).get("cpu")
+        if not isinstance(cpu, str):
             continue
         try:
-            targets[name] = parse_cpu_millis(cpu)
+            amounts[name] = parse_cpu_millis(cpu)
         except QuantityError:
             continue
-    return targets
+    return amounts
+
+
+def _sets_cpu(policy: Mapping[str, Any]) -> bool:
+    """Whether a container policy lets VPA set the container's CPU request."""
+    resources = policy.get("controlledResources") or _VPA_RESOURCES
+    return policy.get("mode") != _VPA_OFF and "cpu" in resources
 
 
 def vpa_targets_pod(vpa: Mapping[str, Any], pod: PodInfo, chain: Iterable[OwnerRef]) -> bool:

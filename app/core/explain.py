@@ -36,8 +36,9 @@ class Explanation:
     dry_run: bool
     # The node pool whose overrides applied; None when the node is in no pool.
     pool: str | None = None
-    # The pod's RequestsOnly VPA target when it set the target; 0 otherwise.
-    vpa_target_m: int = 0
+    # The pod's RequestsOnly VPA upper bound (at most the node's and the namespace's caps)
+    # when it set the target; 0 otherwise.
+    vpa_upper_bound_m: int = 0
 
     def applied(self, limit_m: int) -> "Explanation":
         """This explanation of the limit the pod already has (nothing to apply)."""
@@ -70,7 +71,7 @@ def explain(
         target_m=pod.target_m,
         dry_run=dry_run,
         pool=pool,
-        vpa_target_m=pod.vpa_m,
+        vpa_upper_bound_m=pod.vpa_m,
     )
 
 
@@ -87,8 +88,8 @@ def annotation_fields(explanation: Explanation) -> dict[str, Any]:
     }
     if explanation.pool is not None:
         fields["pool"] = explanation.pool
-    if explanation.vpa_target_m:
-        fields["vpaTarget"] = millis(explanation.vpa_target_m)
+    if explanation.vpa_upper_bound_m:
+        fields["vpaUpperBound"] = millis(explanation.vpa_upper_bound_m)
     return fields
 
 
@@ -113,7 +114,7 @@ def event_message(explanation: Explanation) -> str:
 
     An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``; a node in a pool
     adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``; a target set by the pod's
-    VPA says so: ``(..., VPA target 1500m)``.
+    VPA says so: ``(..., VPA upper bound 1500m)``.
     """
     current = millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
@@ -123,7 +124,11 @@ def event_message(explanation: Explanation) -> str:
         noun = "core" if explanation.overbooked_m == 1000 else "cores"
         overbooked = f", overbooked by {format_cores(explanation.overbooked_m)} {noun}"
     pool = "" if explanation.pool is None else f", pool {explanation.pool}"
-    vpa = f", VPA target {millis(explanation.vpa_target_m)}" if explanation.vpa_target_m else ""
+    vpa = (
+        f", VPA upper bound {millis(explanation.vpa_upper_bound_m)}"
+        if explanation.vpa_upper_bound_m
+        else ""
+    )
     message = (
         f"{current} -> {millis(explanation.target_m)} (node factor {explanation.factor}, "
         f"slack {slack}/{allocatable} cores{overbooked}{pool}{vpa})"

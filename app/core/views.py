@@ -79,7 +79,7 @@ def node_record(obj: Mapping[str, Any]) -> NodeRecord:
 
 def vpa_view(vpa: Mapping[str, Any]) -> Mapping[str, Any]:
     """What Headroom reads of a VerticalPodAutoscaler: its name, the targeting and policy
-    fields, and each container's recommended CPU target."""
+    fields, and each container's recommended CPU target and upper bound."""
     spec = vpa.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     meta = metadata(vpa)
@@ -87,17 +87,29 @@ def vpa_view(vpa: Mapping[str, Any]) -> Mapping[str, Any]:
         "metadata": {"namespace": meta.get("namespace"), "name": meta.get("name")},
         "spec": {field: spec[field] for field in _VPA_FIELDS if field in spec},
     }
-    targets = [
-        {"containerName": entry.get("containerName"), "target": {"cpu": entry["target"]["cpu"]}}
+    recommended = [
+        {
+            "containerName": entry.get("containerName"),
+            **{
+                amount: {"cpu": entry[amount]["cpu"]}
+                for amount in _RECOMMENDED
+                if isinstance(entry.get(amount), Mapping) and "cpu" in entry[amount]
+            },
+        }
         for entry in _recommendations(vpa)
     ]
-    if targets:
-        view["status"] = {"recommendation": {"containerRecommendations": targets}}
+    if recommended:
+        view["status"] = {"recommendation": {"containerRecommendations": recommended}}
     return view
 
 
+# The recommended amounts Headroom reads (app.core.eligibility.Recommended).
+_RECOMMENDED: Final = ("target", "upperBound")
+
+
 def _recommendations(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The status's container recommendations that carry a CPU target."""
+    """The status's container recommendations (an entry without a CPU amount still says
+    that VPA has recommended for its container)."""
     status = vpa.get("status")
     recommendation = status.get("recommendation") if isinstance(status, Mapping) else None
     entries = (
@@ -107,13 +119,7 @@ def _recommendations(vpa: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     )
     if not isinstance(entries, list):
         return []
-    return [
-        entry
-        for entry in entries
-        if isinstance(entry, Mapping)
-        and isinstance(entry.get("target"), Mapping)
-        and "cpu" in entry["target"]
-    ]
+    return [entry for entry in entries if isinstance(entry, Mapping)]
 
 
 def limit_range_view(limit_range: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -22,8 +22,9 @@ from devcluster.vpa import resource_metrics
 from tests.cluster_helpers import deployment
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.reconciler.autoscaling import (
+    allocatable_m,
     cpu,
-    lag_behind_target,
+    lag_behind_floor,
     live_pod,
     recommended_cpu,
     requests_only_vpa,
@@ -54,16 +55,17 @@ KUBELET_S = 10.0
 class Sample:
     at: float
     # What the spec asks (VPA's request, Headroom's limit), what the kubelet has applied,
-    # the kubelet's answer to a pending resize, and VPA's target.
+    # the kubelet's answer to a pending resize, and VPA's target and upper bound.
     request_m: int
     limit_m: int | None
     applied_m: int | None
     pending: str | None
     target_m: int | None
+    upper_m: int | None
 
     @classmethod
-    def of(cls, pod: dict[str, Any], target_m: int | None) -> Sample:
-        """The pod's app container now, beside VPA's target."""
+    def of(cls, pod: dict[str, Any], target_m: int | None, upper_m: int | None) -> Sample:
+        """The pod's app container now, beside VPA's target and upper bound."""
         resources = pod["spec"]["containers"][0]["resources"]
         request = cpu(resources, "requests")
         assert request is not None
@@ -80,7 +82,8 @@ class Sample:
             ),
             None,
         )
-        return cls(time.monotonic(), request, cpu(resources, "limits"), applied, pending, target_m)
+        limit = cpu(resources, "limits")
+        return cls(time.monotonic(), request, limit, applied, pending, target_m, upper_m)
 
 
 @dataclass
@@ -104,8 +107,7 @@ class Hungry:
         pod = live_pod(self.cluster, self.namespace, self.name)
         if pod is None:
             return None
-        target, _ = recommended_cpu(self.cluster, self.namespace, self.name)
-        taken = Sample.of(pod, target)
+        taken = Sample.of(pod, *recommended_cpu(self.cluster, self.namespace, self.name))
         self.samples.append(taken)
         return taken
 
@@ -130,15 +132,15 @@ class Hungry:
         return sized[0] - since if sized else float("inf")
 
     def timeline(self) -> str:
-        """Each change, from the deploy: request/limit/applied request/VPA target [the
+        """Each change, from the deploy: request/limit/applied request/VPA target/upper bound [the
         kubelet's answer]."""
         steps, last = [], None
         for s in self.samples:
-            now = (s.request_m, s.limit_m, s.applied_m, s.pending, s.target_m)
+            now = (s.request_m, s.limit_m, s.applied_m, s.pending, s.target_m, s.upper_m)
             if now != last:
                 values = "/".join(
                     "-" if v is None else f"{v}m"
-                    for v in (s.request_m, s.limit_m, s.applied_m, s.target_m)
+                    for v in (s.request_m, s.limit_m, s.applied_m, s.target_m, s.upper_m)
                 )
                 pending = f" [{s.pending}]" if s.pending is not None else ""
                 steps.append(f"{s.at - self.started:.0f}s {values}{pending}")
@@ -204,9 +206,11 @@ def test_a_requests_only_vpa_on_a_booked_real_node_waits_for_room_with_headroom_
         print(f"{label}: CPU used (m)", resource_metrics(control_plane.kubectl, run.namespace))
     headroom, free = runs[HEADROOM], runs[NO_LIMIT]
     assert all(s.limit_m is None for s in free.samples)
-    # Each step of VPA's target followed by Headroom's limit, booked or not, and never a
-    # limit below the request.
-    assert lag_behind_target(headroom.samples) <= DEBOUNCE_S + KUBELET_S, headroom.timeline()
+    # VPA's upper bound (as far as the node allows) followed by Headroom's limit, booked or
+    # not, and never a limit below the request.
+    node = allocatable_m(control_plane, NODE)
+    lag = lag_behind_floor(headroom.samples, node)
+    assert lag <= DEBOUNCE_S + KUBELET_S, headroom.timeline()
     assert all(s.limit_m is not None and s.limit_m >= s.request_m for s in headroom.samples)
     # Once there is room, the kubelet applies the deferred raise as it does without a limit.
     assert headroom.sized_after(room) <= free.sized_after(room) + DEBOUNCE_S + KUBELET_S

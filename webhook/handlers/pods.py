@@ -19,7 +19,8 @@ from typing import Final
 
 from app.core.cluster import NamespaceFacts
 from app.core.config import settings_for_pod
-from app.core.decision import pod_gate, vpa_targets
+from app.core.decision import pod_gate, vpa_recommended
+from app.core.eligibility import Recommended
 from app.core.nodefeatures import server_resizes_pod_level_by_default
 from app.core.placement import placement
 from app.core.pods import PodWire, excluding, pod_info_from_dict
@@ -123,7 +124,10 @@ async def review_pod(request: AdmissionRequest, cluster: AdmissionCache) -> Deci
         patch = None if limit_m is None else pod_limit_patch(pod, limit_m)
     else:
         limits = seed_limits(
-            info, settings, limit_range=lookups.caps, vpa_targets=vpa_targets(info, lookups)
+            info,
+            settings,
+            limit_range=lookups.caps,
+            vpa_targets=vpa_recommended(info, lookups, Recommended.TARGET),
         )
         patch = limits_patch(pod, limits)
     if patch is None:

@@ -22,9 +22,9 @@ class Cap(StrEnum):
     # Pod-level limits only: a container's own CPU limit is above every cap, and the
     # pod-level limit may not be below it.
     CONTAINER_LIMIT = "container-limit"
-    # A RequestsOnly VerticalPodAutoscaler recommends more than Headroom's own caps allow,
-    # and VPA never sets a request above the limit: the ceiling is VPA's target.
-    VPA_TARGET = "vpa-target"
+    # A RequestsOnly VerticalPodAutoscaler's upper bound is above Headroom's own caps: the
+    # ceiling is that upper bound, at most the node's and the namespace's caps.
+    VPA_UPPER_BOUND = "vpa-upper-bound"
 
 
 class Reason(StrEnum):
@@ -52,10 +52,10 @@ class NodeInput:
     pods: Sequence[PodInfo]
     # LimitRange caps by namespace; namespaces without LimitRanges may be absent.
     limit_ranges: Mapping[str, LimitRangeCaps] = field(default_factory=dict)
-    # By pod UID, the CPU targets (millicores, by container name) of the RequestsOnly VPA
-    # that actuates the pod (``app.core.eligibility.vpa_cpu_targets``); pods without one
-    # may be absent.
-    vpa_targets: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # By pod UID, the CPU upper bounds (millicores, by container name) of the RequestsOnly
+    # VPA that actuates the pod (``app.core.eligibility.vpa_cpu_recommendation``), which its
+    # limits are never below; pods without one may be absent.
+    vpa_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 # Results are NamedTuples: immutable like frozen dataclasses, and three times cheaper to
@@ -80,8 +80,9 @@ class PodResult(NamedTuple):
     containers: tuple[ContainerLimit, ...]
     patch: bool
     reason: Reason
-    # The pod's VPA target (the sum over its containers) when it lifted the target above
-    # what slack and Headroom's caps give; 0 otherwise.
+    # The pod's VPA upper bound (the sum over its containers, at most the node's and the
+    # namespace's caps) when it lifted the target above what slack and Headroom's caps
+    # give; 0 otherwise.
     vpa_m: int = 0
 
 

@@ -18,9 +18,10 @@ def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
     With slack ``S``, managed requests ``M`` over ``N`` pods and a pod request ``r``:
     ``raw = r + round(max(S*r/M, min(floor, S/N)))`` when ``S > 0``, else ``r``; then
     clamped to ``[r, hi]``, quantized, guarded against a QoS change and run through
-    the deadband. A container under a RequestsOnly VPA is never below VPA's target (as
-    far as the node's allocatable and LimitRanges allow): VPA caps the requests it sets
-    at the limit, so a lower ceiling would stop VPA from raising the request.
+    the deadband. A container under a RequestsOnly VPA is never below VPA's upper bound
+    (as far as the node's allocatable and LimitRanges allow): VPA sizes the request from
+    the CPU the container used, which the limit caps, and never sets it above the limit,
+    so a lower ceiling would hide from VPA what the container needs.
     """
     computation = _Computation(node, settings)
     bursting = computation.bursting
@@ -51,13 +52,13 @@ class _Computation:
         "quantum",
         "shrink_percent",
         "slack",
-        "vpa_targets",
+        "vpa_floors",
     )
 
     def __init__(self, node: NodeInput, settings: Settings) -> None:
         self.allocatable = node.allocatable_m
         self.limit_ranges = node.limit_ranges
-        self.vpa_targets = node.vpa_targets
+        self.vpa_floors = node.vpa_floors
         self.slack = node.allocatable_m - node.booked_m
         self.managed = sum(pod.facts.request_m for pod in node.pods)
         self.bursting = self.slack > 0 and self.managed > 0
@@ -91,14 +92,14 @@ class _Computation:
         bases = None
         vpa = 0
         lifted = 0
-        wanted = self.vpa_targets.get(pod.uid)
+        wanted = self.vpa_floors.get(pod.uid)
         if wanted and pod_level is None:
             by_vpa, bases = _vpa_floor(pod, wanted, floor=floor, hard=hard)
             if by_vpa > floor:
                 lifted = by_vpa
                 vpa = lifted if lifted > min(max(raw, floor), hi) else 0
                 if hi < lifted:
-                    hi, hi_cap = lifted, Cap.VPA_TARGET
+                    hi, hi_cap = lifted, Cap.VPA_UPPER_BOUND
                 if bases is not None:
                     container_caps = _lifted(container_caps, bases)
                 floor = lifted
@@ -127,7 +128,7 @@ class _Computation:
             shrink_percent=self.shrink_percent,
         )
         if lifted and reason is Reason.IN_DEADBAND and _below(pod, lifted, bases):
-            # A limit below VPA's target stops VPA raising the request to it: the
+            # A limit below VPA's upper bound hides from VPA what the pod would use: the
             # deadband never holds one there.
             reason = Reason.GROW
         # Positional: keyword construction of a NamedTuple costs twice as much.
@@ -197,9 +198,9 @@ def _container_caps(pod: PodInfo, caps: LimitRangeCaps) -> list[int] | None:
 def _vpa_floor(
     pod: PodInfo, wanted: Mapping[str, int], *, floor: int, hard: int
 ) -> tuple[int, list[int] | None]:
-    """The pod's floor lifted to its VPA's targets, at most ``hard`` (allocatable and
+    """The pod's floor lifted to its VPA's upper bounds, at most ``hard`` (allocatable and
     LimitRanges), and the per-container floors to split the target by; None where VPA
-    wants more than ``hard`` allows, so the split falls back to the requests."""
+    allows more than ``hard`` does, so the split falls back to the requests."""
     bases = [max(c.cpu_request_m, wanted.get(c.name, 0)) for c in pod.facts.cpu_containers]
     wanted_m = sum(bases)
     lifted = min(wanted_m, max(hard, floor))
@@ -227,7 +228,8 @@ def _containers(
     pod: PodInfo, *, target: int, caps: list[int] | None, bases: list[int] | None
 ) -> tuple[ContainerLimit, ...]:
     """The target split over the request-bearing containers, pro-rata by request, or by
-    ``bases`` (each container's request lifted to its VPA target) where a VPA lifts them."""
+    ``bases`` (each container's request lifted to its VPA upper bound) where a VPA lifts
+    them."""
     containers = pod.facts.cpu_containers
     if len(containers) == 1:
         only = containers[0]

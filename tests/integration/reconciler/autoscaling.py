@@ -1,6 +1,7 @@
 """What the tests beside the real VPA share, in either tier: VPA's components (the tier
 gives ``metrics_api``), the tenant guide's VPA, what its recommender wrote, a
-Deployment's live pod, and how far Headroom's limit trailed VPA's target."""
+Deployment's live pod, and how far Headroom's limit trailed the floor VPA's upper bound
+sets."""
 
 import json
 from collections.abc import Iterator, Sequence
@@ -16,7 +17,8 @@ Obj = dict[str, Any]
 
 
 class Sampled(Protocol):
-    """One sample of a container: when, its CPU limit and VPA's target (millicores)."""
+    """One sample of a container: when, its CPU limit and VPA's upper bound (millicores;
+    None before VPA recommends)."""
 
     @property
     def at(self) -> float: ...
@@ -25,7 +27,7 @@ class Sampled(Protocol):
     def limit_m(self) -> int | None: ...
 
     @property
-    def target_m(self) -> int | None: ...
+    def upper_m(self) -> int | None: ...
 
 
 def requests_only_vpa(namespace: str, deployment: str, *, min_cpu: str) -> Obj:
@@ -102,11 +104,19 @@ def vpa(
         yield
 
 
-def lag_behind_target(samples: Sequence[Sampled]) -> float:
-    """The longest the limit stayed below VPA's target (seconds)."""
+def allocatable_m(cluster: Cluster, node: str) -> int:
+    """The node's allocatable CPU (millicores)."""
+    text = cluster.kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}")
+    return parse_cpu_millis(text)
+
+
+def lag_behind_floor(samples: Sequence[Sampled], allocatable: int) -> float:
+    """The longest the limit stayed below the floor a RequestsOnly VPA sets (seconds): its
+    upper bound, unbounded before it recommends, at most the node's allocatable CPU."""
     longest, since = 0.0, None
     for s in samples:
-        below = s.target_m is not None and s.limit_m is not None and s.limit_m < s.target_m
+        floor = allocatable if s.upper_m is None else min(s.upper_m, allocatable)
+        below = s.limit_m is not None and s.limit_m < floor
         if below and since is None:
             since = s.at
         elif not below and since is not None:

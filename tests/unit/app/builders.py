@@ -353,9 +353,11 @@ def vpa(
     update_mode: str | None = None,
     container_policies: Sequence[Obj] | None = None,
     cpu_targets: Mapping[str, str] | None = None,
+    cpu_upper_bounds: Mapping[str, str] | None = None,
 ) -> Obj:
     """A VerticalPodAutoscaler; no container policies means the default, limits included.
-    ``cpu_targets`` is its status's recommended CPU target by container."""
+    ``cpu_targets`` and ``cpu_upper_bounds`` are its status's recommended CPU target and
+    upper bound by container (an upper bound not given is the target)."""
     target: Obj = {"kind": target_kind, "name": target_name}
     if target_api_version is not None:
         target["apiVersion"] = target_api_version
@@ -371,11 +373,16 @@ def vpa(
         "spec": spec,
     }
     if cpu_targets is not None:
+        bounds = dict(cpu_upper_bounds or {})
         obj["status"] = {
             "recommendation": {
                 "containerRecommendations": [
-                    {"containerName": container_name, "target": {"cpu": cpu, "memory": "128Mi"}}
-                    for container_name, cpu in cpu_targets.items()
+                    {
+                        "containerName": name,
+                        "target": {"cpu": cpu, "memory": "128Mi"},
+                        "upperBound": {"cpu": bounds.get(name, cpu), "memory": "256Mi"},
+                    }
+                    for name, cpu in cpu_targets.items()
                 ]
             }
         }

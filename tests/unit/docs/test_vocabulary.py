@@ -42,7 +42,7 @@ def explanation(**overrides: Any) -> Explanation:
         "node_pods": 3,
         "current_m": 1500,
         "target_m": 3000,
-        "vpa_target_m": 2500,
+        "vpa_upper_bound_m": 2500,
         "dry_run": True,
     }
     return Explanation(**(fields | overrides))

@@ -162,7 +162,11 @@ def test_a_snapshot_keeps_vpa_recommendations_and_controllers(tmp_path: Path) ->
     loaded = load(path)
     assert loaded.vpas is not None
     (recommendation,) = loaded.vpas[0]["status"]["recommendation"]["containerRecommendations"]
-    assert recommendation == {"containerName": "app", "target": {"cpu": "1500m"}}
+    assert recommendation == {
+        "containerName": "app",
+        "target": {"cpu": "1500m"},
+        "upperBound": {"cpu": "1500m"},
+    }
     assert loaded.replica_sets[0]["metadata"]["ownerReferences"] == [
         {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": True}
     ]

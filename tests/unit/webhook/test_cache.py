@@ -89,7 +89,12 @@ def test_vpa_events_keep_only_what_the_gate_reads() -> None:
             "status": {
                 "recommendation": {
                     "containerRecommendations": [
-                        {"containerName": "app", "target": {"cpu": "1500m"}}
+                        {
+                            "containerName": "app",
+                            "target": {"cpu": "1500m"},
+                            "upperBound": {"cpu": "1500m"},
+                        },
+                        {"containerName": "memory-only"},
                     ]
                 }
             },

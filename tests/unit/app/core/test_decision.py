@@ -5,7 +5,8 @@ import pytest
 
 from app.core.cluster import NamespaceFacts
 from app.core.config import DEFAULT_SETTINGS, Settings
-from app.core.decision import FROM_STATUS, INFEASIBLE, Backoff, Remembered, vpa_targets
+from app.core.decision import FROM_STATUS, INFEASIBLE, Backoff, Remembered, vpa_recommended
+from app.core.eligibility import Recommended
 from app.core.pods import OwnerRef
 from app.core.pods import owner_ref as ref
 from app.core.views import vpa_view
@@ -60,7 +61,7 @@ DEPLOYMENT: Final = {
         ),
     ],
 )
-def test_vpa_targets(
+def test_vpa_recommended_targets(
     vpas: list[dict[str, Any]], controllers: dict[OwnerRef, OwnerRef], expected: dict[str, int]
 ) -> None:
     lookups = NamespaceFacts(
@@ -69,7 +70,7 @@ def test_vpa_targets(
         namespace_vpas=tuple(vpa_view(obj) for obj in vpas),
         controllers=controllers,
     )
-    assert vpa_targets(POD, lookups) == expected
+    assert vpa_recommended(POD, lookups, Recommended.TARGET) == expected
 
 
 OTHER_SETTINGS: Final = replace(DEFAULT_SETTINGS, grow_percent=7)

@@ -5,14 +5,16 @@ import pytest
 
 from app.core.config import DEFAULT_SETTINGS, OwnerExclusion, Settings, parse_label_selector
 from app.core.eligibility import (
+    UNBOUNDED_M,
     Ineligible,
+    Recommended,
     namespace_enrolled,
     node_ineligibility,
     node_reason,
     owner_excluded,
     pod_ineligibility,
     vpa_controls_limits,
-    vpa_cpu_targets,
+    vpa_cpu_recommendation,
     vpa_targets_pod,
 )
 from app.core.labels import MIRROR_POD_ANNOTATION, MODE_LABEL
@@ -533,21 +535,28 @@ def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) ->
 
 
 @pytest.mark.parametrize(
-    ("obj", "expected"),
+    ("obj", "target", "upper_bound"),
     [
         pytest.param(
-            vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "1500m", "other": "2"}),
+            vpa(
+                container_policies=REQUESTS_ONLY,
+                cpu_targets={"app": "1500m", "other": "2"},
+                cpu_upper_bounds={"app": "4", "other": "8"},
+            ),
             {"app": 1500},
+            {"app": 4000},
             id="requests-only",
         ),
         pytest.param(
             vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "1.2"}),
             {"app": 1200},
+            {"app": 1200},
             id="cores",
         ),
-        pytest.param(vpa(cpu_targets={"app": "1500m"}), {}, id="sets-limits"),
+        pytest.param(vpa(cpu_targets={"app": "1500m"}), {}, {}, id="sets-limits"),
         pytest.param(
             vpa(container_policies=REQUESTS_ONLY, update_mode="Off", cpu_targets={"app": "1"}),
+            {},
             {},
             id="update-off",
         ),
@@ -560,15 +569,39 @@ def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) ->
                 cpu_targets={"app": "1"},
             ),
             {},
+            {},
             id="container-off",
+        ),
+        # VPA sets memory only: nothing it does depends on the CPU limit.
+        pytest.param(
+            vpa(
+                container_policies=[
+                    {
+                        "containerName": "*",
+                        "controlledValues": "RequestsOnly",
+                        "controlledResources": ["memory"],
+                    }
+                ],
+            ),
+            {},
+            {},
+            id="memory-only",
         ),
         pytest.param(
             vpa(container_policies=REQUESTS_ONLY, cpu_targets={"app": "lots"}),
             {},
+            {},
             id="unreadable",
         ),
-        pytest.param(vpa(container_policies=REQUESTS_ONLY), {}, id="no-recommendation"),
+        # Actuated, but nothing recommended yet: VPA's upper bound has no history to bound it.
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY), {}, {"app": UNBOUNDED_M}, id="no-recommendation"
+        ),
     ],
 )
-def test_vpa_cpu_targets(obj: dict[str, Any], expected: dict[str, int]) -> None:
-    assert vpa_cpu_targets(vpa_view(obj), ["app"]) == expected
+def test_vpa_cpu_recommendation(
+    obj: dict[str, Any], target: dict[str, int], upper_bound: dict[str, int]
+) -> None:
+    view = vpa_view(obj)
+    assert vpa_cpu_recommendation(view, ["app"], Recommended.TARGET) == target
+    assert vpa_cpu_recommendation(view, ["app"], Recommended.UPPER_BOUND) == upper_bound

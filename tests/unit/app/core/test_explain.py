@@ -85,9 +85,9 @@ def test_factor_has_two_decimals(factor: Fraction, text: str) -> None:
             id="overbooked-node",
         ),
         pytest.param(
-            {"vpa_target_m": 3000},
-            "1500m -> 3000m (node factor 2.00, slack 8/16 cores, VPA target 3000m)",
-            id="vpa-target",
+            {"vpa_upper_bound_m": 3000},
+            "1500m -> 3000m (node factor 2.00, slack 8/16 cores, VPA upper bound 3000m)",
+            id="vpa-upper-bound",
         ),
     ],
 )
@@ -115,18 +115,18 @@ def test_the_pool_is_named_only_for_nodes_in_one() -> None:
 
 
 def test_the_vpa_target_is_named_only_when_it_set_the_target() -> None:
-    assert "vpaTarget" not in json.loads(status_annotation(POD_B, previous=None, now=NOW))
-    text = status_annotation(replace(POD_B, vpa_target_m=3000), previous=None, now=NOW)
-    assert json.loads(text)["vpaTarget"] == "3000m"
+    assert "vpaUpperBound" not in json.loads(status_annotation(POD_B, previous=None, now=NOW))
+    text = status_annotation(replace(POD_B, vpa_upper_bound_m=3000), previous=None, now=NOW)
+    assert json.loads(text)["vpaUpperBound"] == "3000m"
 
 
 def test_explain_carries_the_vpa_target_that_set_the_target() -> None:
     pod = managed_pod("p", 250)
     node = compute_node(
-        node_input([pod], allocatable_m=4000, unmanaged_m=3500, vpa_targets={"p": {"c0": 1500}}),
+        node_input([pod], allocatable_m=4000, unmanaged_m=3500, vpa_floors={"p": {"c0": 1500}}),
         DEFAULT_SETTINGS,
     )
-    assert explain(node, node.pods[0], dry_run=False).vpa_target_m == 1500
+    assert explain(node, node.pods[0], dry_run=False).vpa_upper_bound_m == 1500
 
 
 def test_dry_run_is_marked_only_when_true() -> None:

@@ -54,9 +54,9 @@ def node_input(
     allocatable_m: int = 16000,
     unmanaged_m: int = 0,
     limit_ranges: Mapping[str, LimitRangeCaps] | None = None,
-    vpa_targets: Mapping[str, Mapping[str, int]] | None = None,
+    vpa_floors: Mapping[str, Mapping[str, int]] | None = None,
 ) -> NodeInput:
-    """A node whose R is the managed pods' requests plus ``unmanaged_m``; ``vpa_targets``
+    """A node whose R is the managed pods' requests plus ``unmanaged_m``; ``vpa_floors``
     by pod name."""
     return NodeInput(
         name="node-1",
@@ -64,9 +64,7 @@ def node_input(
         booked_m=sum(pod.facts.request_m for pod in pods) + unmanaged_m,
         pods=list(pods),
         limit_ranges=dict(limit_ranges or {}),
-        vpa_targets={
-            pod.uid: (vpa_targets or {})[pod.name]
-            for pod in pods
-            if pod.name in (vpa_targets or {})
+        vpa_floors={
+            pod.uid: (vpa_floors or {})[pod.name] for pod in pods if pod.name in (vpa_floors or {})
         },
     )

@@ -4,6 +4,7 @@ from fractions import Fraction
 import pytest
 
 from app.core.config import DEFAULT_SETTINGS, Settings
+from app.core.eligibility import UNBOUNDED_M
 from app.core.limitrange import LimitRangeCaps
 from app.core.policy import Cap, ContainerLimit, NodeInput, Reason, compute_node
 from tests.unit.app.builders import container, pod_info
@@ -425,13 +426,13 @@ def test_pod_order_does_not_change_any_target() -> None:
             ([500], 2500, Cap.MAX_MULTIPLIER, 0),
             id="another-container",
         ),
-        # Above maxMultiplier: VPA's target wins over Headroom's own cap.
+        # Above maxMultiplier: VPA's upper bound wins over Headroom's own cap.
         pytest.param(
             [100],
             3900,
             {"c0": 1500},
             {},
-            ([1500], 1500, Cap.VPA_TARGET, 1500),
+            ([1500], 1500, Cap.VPA_UPPER_BOUND, 1500),
             id="above-max-multiplier",
         ),
         # Never above the node's allocatable or a LimitRange.
@@ -440,18 +441,27 @@ def test_pod_order_does_not_change_any_target() -> None:
             3900,
             {"c0": 6000},
             {},
-            ([4000], 4000, Cap.VPA_TARGET, 4000),
+            ([4000], 4000, Cap.VPA_UPPER_BOUND, 4000),
             id="above-allocatable",
+        ),
+        # Actuated before VPA recommends anything: its upper bound is unbounded.
+        pytest.param(
+            [100],
+            3900,
+            {"c0": UNBOUNDED_M},
+            {},
+            ([4000], 4000, Cap.VPA_UPPER_BOUND, 4000),
+            id="no-recommendation-yet",
         ),
         pytest.param(
             [100],
             3900,
             {"c0": 1500},
             {"team-a": LimitRangeCaps(pod_max_m=1200)},
-            ([1200], 1200, Cap.VPA_TARGET, 1200),
+            ([1200], 1200, Cap.VPA_UPPER_BOUND, 1200),
             id="above-limit-range",
         ),
-        # Each container at least its own target; the rest shared by the lifted floors.
+        # Each container at least its own upper bound; the rest shared by the lifted floors.
         pytest.param(
             [100, 100],
             3700,
@@ -482,12 +492,12 @@ def test_pod_order_does_not_change_any_target() -> None:
             3800,
             {"c0": 3000, "c1": 3000},
             {},
-            ([2000, 2000], 4000, Cap.VPA_TARGET, 4000),
+            ([2000, 2000], 4000, Cap.VPA_UPPER_BOUND, 4000),
             id="two-containers-too-much",
         ),
     ],
 )
-def test_a_requests_only_vpa_target_is_a_floor(
+def test_a_requests_only_vpa_upper_bound_is_a_floor(
     requests: list[int],
     unmanaged_m: int,
     wanted: dict[str, int],
@@ -500,7 +510,7 @@ def test_a_requests_only_vpa_target_is_a_floor(
         allocatable_m=4000,
         unmanaged_m=unmanaged_m,
         limit_ranges=limit_ranges,
-        vpa_targets={"p": wanted},
+        vpa_floors={"p": wanted},
     )
     (result,) = compute_node(node, DEFAULT_SETTINGS).pods
     limits = [c.limit_m for c in result.containers]
@@ -508,10 +518,10 @@ def test_a_requests_only_vpa_target_is_a_floor(
     assert result.target_m == sum(limits)
 
 
-def test_a_vpa_target_above_the_request_lifts_the_qos_guard() -> None:
+def test_a_vpa_upper_bound_above_the_request_lifts_the_qos_guard() -> None:
     # No slack and memory pinned: without VPA the QoS guard leaves the pod alone.
     pod = managed_pod("p", 1000, pinned_memory=True)
-    node = node_input([pod], allocatable_m=4000, unmanaged_m=3000, vpa_targets={"p": {"c0": 1500}})
+    node = node_input([pod], allocatable_m=4000, unmanaged_m=3000, vpa_floors={"p": {"c0": 1500}})
     (result,) = compute_node(node, DEFAULT_SETTINGS).pods
     assert (result.target_m, result.reason, result.vpa_m) == (1500, Reason.NO_LIMIT, 1500)
 
@@ -520,20 +530,20 @@ def test_a_vpa_target_above_the_request_lifts_the_qos_guard() -> None:
     ("limits", "wanted", "reason"),
     [
         # 1643m against a target of 1737m is within the 10% grow band, yet below VPA's
-        # target: VPA would cap the request there, so it is patched.
-        pytest.param([1643], {"c0": 1737}, Reason.GROW, id="below-the-target"),
-        pytest.param([1737], {"c0": 1737}, Reason.AT_TARGET, id="at-the-target"),
-        # Together above the target, one container below its own.
+        # upper bound: the pod would be held below what VPA says it may use, so it is patched.
+        pytest.param([1643], {"c0": 1737}, Reason.GROW, id="below-the-bound"),
+        pytest.param([1737], {"c0": 1737}, Reason.AT_TARGET, id="at-the-bound"),
+        # Together above the bound, one container below its own.
         pytest.param([900, 860], {"c0": 900, "c1": 900}, Reason.GROW, id="a-container-below"),
-        pytest.param([1650], {"c0": 1600}, Reason.IN_DEADBAND, id="above-the-target"),
+        pytest.param([1650], {"c0": 1600}, Reason.IN_DEADBAND, id="above-the-bound"),
     ],
 )
-def test_the_deadband_never_holds_a_limit_below_the_vpa_target(
+def test_the_deadband_never_holds_a_limit_below_the_vpa_upper_bound(
     limits: list[int], wanted: dict[str, int], reason: Reason
 ) -> None:
     requests = [250] * len(limits)
     pod = managed_pod("p", *requests, limits_m=limits)
     # Booked full: the policy alone gives each pod its request.
-    node = node_input([pod], allocatable_m=4000, unmanaged_m=4000, vpa_targets={"p": wanted})
+    node = node_input([pod], allocatable_m=4000, unmanaged_m=4000, vpa_floors={"p": wanted})
     (result,) = compute_node(node, DEFAULT_SETTINGS).pods
     assert result.reason == reason
