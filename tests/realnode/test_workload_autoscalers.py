@@ -5,9 +5,10 @@ with Headroom enforcing in one namespace and, as the control, the same Deploymen
 a limit in a namespace Headroom leaves alone.
 
 Both run side by side on the 3-CPU workload node, which an unmanaged neighbour books: the
-kubelet cannot fit what VPA asks for, and defers both raises. What it defers is the whole
-resize, so Headroom's limit above VPA's target waits with VPA's request. Once the
-neighbour leaves, the kubelet applies both, and the request reaches what the pod burns.
+kubelet cannot fit what VPA asks for, and defers both raises. Headroom's limit is already
+at VPA's upper bound (the node's allocatable CPU while VPA learns), so only VPA's request
+waits. Once the neighbour leaves, the kubelet applies both, and the request reaches what
+the pod burns.
 """
 
 from __future__ import annotations
