@@ -593,6 +593,22 @@ def test_pod_level_gate(overrides: dict[str, Any], reason: Ineligible | None) ->
             {},
             id="unreadable",
         ),
+        # Recommended for, but with no CPU amount to read: no floor.
+        pytest.param(
+            vpa(container_policies=REQUESTS_ONLY)
+            | {
+                "status": {
+                    "recommendation": {
+                        "containerRecommendations": [
+                            {"containerName": "app", "target": {"memory": "1Gi"}}
+                        ]
+                    }
+                }
+            },
+            {},
+            {},
+            id="no-cpu-amount",
+        ),
         # Actuated, but nothing recommended yet: VPA's upper bound has no history to bound it.
         pytest.param(
             vpa(container_policies=REQUESTS_ONLY), {}, {"app": UNBOUNDED_M}, id="no-recommendation"
