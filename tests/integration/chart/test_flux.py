@@ -77,19 +77,21 @@ def release_namespace(control_plane: Cluster) -> str:
     return RELEASE_NAMESPACE
 
 
-def oci_repository(name: str, url: str, tag: str, **spec: Any) -> Manifest:
+def flux_object(api_version: str, kind: str, name: str, **spec: Any) -> Manifest:
+    """A Flux object in its namespace, reconciled hourly unless asked (see `reconciled`)."""
     return {
-        "apiVersion": "source.toolkit.fluxcd.io/v1",
-        "kind": "OCIRepository",
+        "apiVersion": api_version,
+        "kind": kind,
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "interval": "1h",
-            "url": url,
-            "ref": {"tag": tag},
-            "certSecretRef": {"name": "registry-ca"},
-            **spec,
-        },
+        "spec": {"interval": "1h", **spec},
     }
+
+
+def oci_repository(name: str, url: str, tag: str, **spec: Any) -> Manifest:
+    return flux_object(
+        "source.toolkit.fluxcd.io/v1", "OCIRepository", name,
+        url=url, ref={"tag": tag}, certSecretRef={"name": "registry-ca"}, **spec,
+    )  # fmt: skip
 
 
 def reconciled(cluster: Cluster, kind: str, name: str, *, timeout: float = 90) -> Manifest:
@@ -154,18 +156,11 @@ def publish(cluster: Cluster, registry: Registry, name: str, tag: str, text: str
     cluster.apply(oci_repository(name, f"oci://{registry.host}/gitops/{name}", tag))
     reconciled(cluster, "ocirepository", name)
     cluster.apply(
-        {
-            "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
-            "kind": "Kustomization",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {
-                "interval": "1h",
-                "sourceRef": {"kind": "OCIRepository", "name": name},
-                "path": "./",
-                "prune": True,
-            },
-        }
-    )
+        flux_object(
+            "kustomize.toolkit.fluxcd.io/v1", "Kustomization", name,
+            sourceRef={"kind": "OCIRepository", "name": name}, path="./", prune=True,
+        )
+    )  # fmt: skip
 
 
 def delete_flux_objects(cluster: Cluster, name: str, *kinds: str) -> None:
@@ -318,20 +313,13 @@ def test_a_helm_release_keeps_the_runbook_patch_through_upgrades(
     reconciled(control_plane, "ocirepository", "kube-headroom")
 
     def release(tag: str) -> Manifest:
-        return {
-            "apiVersion": "helm.toolkit.fluxcd.io/v2",
-            "kind": "HelmRelease",
-            "metadata": {"name": RELEASE, "namespace": NAMESPACE},
-            "spec": {
-                "interval": "1h",
-                "releaseName": RELEASE,
-                "targetNamespace": RELEASE_NAMESPACE,
-                "storageNamespace": RELEASE_NAMESPACE,
-                "install": {"createNamespace": True},
-                "chartRef": {"kind": "OCIRepository", "name": "kube-headroom"},
-                "values": VALUES | CREATE | {"image": {"tag": tag}},
-            },
-        }
+        return flux_object(
+            "helm.toolkit.fluxcd.io/v2", "HelmRelease", RELEASE,
+            releaseName=RELEASE, targetNamespace=RELEASE_NAMESPACE,
+            storageNamespace=RELEASE_NAMESPACE, install={"createNamespace": True},
+            chartRef={"kind": "OCIRepository", "name": "kube-headroom"},
+            values=VALUES | CREATE | {"image": {"tag": tag}},
+        )  # fmt: skip
 
     try:
         control_plane.apply(release("v0"))
