@@ -7,8 +7,9 @@ limit changes not yet announced are announced by one `CPULimitAdjusted` event th
 them, so a pod changed twice in one wave gets one annotation and one event. Warnings
 (`ResizeInfeasible`, `ResizeForbidden`, `InvalidMaxCPU`) are written once per reason.
 
-An annotation waits while its node is still settling (a reconcile due, resizes waiting):
-it would be out of date at once, and the node's next reconcile plans the settled one.
+An annotation waits while its node is still settling (a reconcile due within the debounce's
+cap, resizes waiting): it would be out of date at once, and the node's next reconcile plans
+the settled one. A retry after a back-off, minutes away, does not count.
 Every write is checked by the write gate right before it is sent.
 """
 

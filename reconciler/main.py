@@ -46,7 +46,7 @@ from reconciler.reconcile import NodeReconciler
 from reconciler.requeue import requeue
 from reconciler.resizer import Resizer
 from reconciler.status import ConfigStatus
-from reconciler.workqueue import NodeQueue
+from reconciler.workqueue import MAX_DEBOUNCE_PERIODS, NodeQueue
 from reconciler.writer import Writer
 
 log = logging.getLogger(__name__)
@@ -261,6 +261,15 @@ def build_controller(
     return controller
 
 
+def _reconcile_soon(queue: NodeQueue, gate: WriteGate, node: str) -> bool:
+    """Whether the node is due for another look within the debounce's cap: changes to it are
+    settling, and that look plans what they lead to. A retry after a back-off, minutes away,
+    is not: explanations held for it would leave the node's pods unexplained until then."""
+    due = queue.due_in(node)
+    cap = MAX_DEBOUNCE_PERIODS * gate.cache.settings.debounce_seconds
+    return due is not None and due <= cap
+
+
 def build_actuator(
     *,
     writer: Writer,
@@ -277,8 +286,7 @@ def build_actuator(
     explanations = Explanations(
         outlet=outlet,
         memory=memory,
-        # A node due for another look, or with resizes still to send, is settling.
-        settling=lambda node: node in queue or resizer.resizing(node),
+        settling=lambda node: _reconcile_soon(queue, gate, node) or resizer.resizing(node),
         report=report,
     )
     resizer = Resizer(

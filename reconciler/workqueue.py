@@ -54,6 +54,14 @@ class DelayQueue:
     def __contains__(self, key: object) -> bool:
         return key in self._due or key in self._held
 
+    def due_in(self, key: str) -> float | None:
+        """Seconds until `key` is due (0 while it waits for its worker to finish); None
+        when it is not queued."""
+        if key in self._held:
+            return 0.0
+        due = self._due.get(key)
+        return None if due is None else max(0.0, due - self._clock())
+
     def add(self, key: str, *, delay: float = 0.0) -> None:
         """Schedule `key` in `delay` seconds unless it is already due sooner."""
         due = self._clock() + max(0.0, delay)

@@ -344,3 +344,38 @@ def test_a_resize_waits_for_bindings_still_landing_on_its_node() -> None:
     resized = {r.path.split("/")[-2] for r in setup.api.writes(kind="resize")}
     assert resized == {"p", "n"}
     assert len(setup.api.writes(kind="resize")) == 2
+
+
+def test_a_back_off_minutes_away_does_not_hold_back_the_nodes_explanations() -> None:
+    """A pod left alone after an Infeasible report requeues its node for the back-off's end;
+    its neighbours' resizes are explained now, not then."""
+    setup = Setup()
+    setup.cache.apply_config("cluster", builders.headroom_config(spec={"dryRun": False}))
+    setup.cache.apply_namespace("team-a", builders.namespace("team-a"))
+    setup.cache.apply_node("n1", builders.node("n1"))
+    infeasible = builders.condition("PodResizePending", reason="Infeasible")
+    setup.cache.apply_pod(
+        "team-a/stuck", builders.pod_wire("stuck", node="n1", conditions=[infeasible])
+    )
+    setup.cache.apply_pod("team-a/p", builders.pod_wire("p", node="n1"))
+
+    async def scenario() -> None:
+        workers = asyncio.create_task(setup.controller.actuator.run())
+        setup.clock.advance(10)
+        assert setup.queue.pop_ready() == "n1"
+        retry = setup.controller.reconciler.reconcile("n1")
+        setup.queue.done("n1")
+        assert retry is not None
+        assert retry > 60
+        setup.queue.add("n1", delay=retry)
+        await setup.controller.actuator.activity.settle()
+        workers.cancel()
+        await asyncio.gather(workers, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert {r.path.split("/")[-2] for r in setup.api.writes(kind="resize")} == {"p"}
+    assert {r.path.split("/")[-1] for r in setup.api.writes(kind="annotation")} == {"p"}
+    assert [r.body["involvedObject"]["name"] for r in setup.api.writes(kind="event") if r.body] == [
+        "stuck",
+        "p",
+    ]
