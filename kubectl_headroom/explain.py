@@ -180,13 +180,20 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
         if overbooked
         else f"Slack S = A - R = {_m(unbooked)}",
         f"Managed M = {_m(node.managed_m)} over N = {node.pod_count} pod(s)",
-        f"Factor F = 1 + S/M = {factor_text(node.factor)}",
     ]
+    weighted = node.weighted_m != node.managed_m
+    if weighted:
+        lines.append(f"Weighted W = sum of weight*request = {_m(node.weighted_m)}")
+    lines.append(f"Factor F = 1 + S/{'W' if weighted else 'M'} = {factor_text(node.factor)}")
     result = explanation.result
     if result is not None:
         pod_level = result.pod.facts.pod_resources is not None
         level = " (pod-level resources: the limit is set at pod level)" if pod_level else ""
-        lines += ["", f"This pod: request r = {_m(result.request_m)}{level}"]
+        lines += [
+            "",
+            f"This pod: request r = {_m(result.request_m)}{level}",
+            f"  weight w = {result.weight} ({_weight_reason(result, settings)})",
+        ]
         for kept in result.pod.facts.excluded:
             limit = "unset" if kept.cpu_limit_m is None else _m(kept.cpu_limit_m)
             lines.append(
@@ -194,10 +201,15 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
                 f"request {_m(kept.cpu_request_m)} not in r, limit {limit} kept"
             )
         if node.slack_m > 0 and node.managed_m > 0:
-            share = half_up_div(node.slack_m * result.request_m, node.managed_m)
+            share = (
+                half_up_div(node.slack_m * result.weight * result.request_m, node.weighted_m)
+                if node.weighted_m
+                else 0
+            )
             floor = min(settings.min_burst_floor_m, half_up_div(node.slack_m, node.pod_count))
+            term = "S*w*r/W" if weighted else "S*r/M"
             lines += [
-                f"  proportional share S*r/M = {_m(share)}",
+                f"  proportional share {term} = {_m(share)}",
                 f"  floor share min(minBurstFloor {_m(settings.min_burst_floor_m)}, S/N) "
                 f"= {_m(floor)}",
                 f"  raw = r + max(share, floor) = {_m(result.request_m + max(share, floor))}",
@@ -220,6 +232,12 @@ def render(explanation: PodExplanation, *, last_event: str | None) -> str:
     return "\n".join(lines)
 
 
+def _weight_reason(result: PodResult, settings: Settings) -> str:
+    if result.weight_rule is not None:
+        return f"by {result.weight_rule.path}"
+    return "no weight rule matches" if settings.weights else "no weight rules"
+
+
 def as_dict(explanation: PodExplanation) -> dict[str, Any]:
     """Machine-readable form; ``annotation`` holds the status annotation's fields."""
     node = explanation.node_result
@@ -236,6 +254,7 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
         "slack": _m(shown_slack(node.slack_m)[0]),
         "overbooked": _m(shown_slack(node.slack_m)[1]),
         "managedRequests": _m(node.managed_m),
+        "weightedRequests": _m(node.weighted_m),
         "nodePods": node.pod_count,
         "factor": factor_text(node.factor),
         "bookings": [
@@ -255,6 +274,8 @@ def as_dict(explanation: PodExplanation) -> dict[str, Any]:
             ceiling=_m(result.hi_m),
             ceilingBoundBy=str(result.hi_cap),
             vpaUpperBound=_m(result.vpa_m) if result.vpa_m else None,
+            weight=result.weight,
+            weightRule=None if result.weight_rule is None else result.weight_rule.path,
             excludedContainers=[
                 {
                     "name": kept.name,

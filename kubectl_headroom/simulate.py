@@ -9,7 +9,7 @@ from that report.
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final, NamedTuple
@@ -65,7 +65,6 @@ class PodOutcome(NamedTuple):
     action: Action
     # "quota/<name>" or "limitrange": what would refuse the resize; None when nothing.
     blocked_by: str | None
-    labels: Mapping[str, str]
 
     @property
     def after_m(self) -> int:
@@ -80,7 +79,6 @@ class Unmanaged(NamedTuple):
 
     pod: PodInfo
     reason: Ineligible
-    labels: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -125,21 +123,18 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> Simulation:
     enrolled, notes = enrolled_namespaces(snapshot.namespaces, settings, what_if)
+    chosen = set(enrolled)
     cache = listed_cache(
         nodes=snapshot.nodes,
         # The what-if enrolment: an enrolled namespace answers the opened namespace gate,
-        # any other is unknown to the cache (not enrolled).
-        namespaces=({"metadata": {"name": name}} for name in enrolled),
+        # any other is unknown to the cache (not enrolled). Labels stay, for weight rules.
+        namespaces=(ns for ns in snapshot.namespaces if ns["metadata"]["name"] in chosen),
         limit_ranges=snapshot.limit_ranges,
         vpas=snapshot.vpas or (),
         pods=snapshot.pods,
         replica_sets=snapshot.replica_sets,
         jobs=snapshot.jobs,
     )
-    # Each pod's labels, for ``-l``.
-    labels_by_uid = {
-        p["metadata"].get("uid") or "": p["metadata"].get("labels") or {} for p in snapshot.pods
-    }
     # The namespace gate opened: enrolment is decided above.
     opened = dataclasses.replace(
         settings, namespace_selector=_EVERY_NAMESPACE, excluded_namespaces=frozenset()
@@ -156,10 +151,7 @@ def simulate(
             name=result.name, pool=decision.pool, dry_run=decision.settings.dry_run, result=result
         )
         nodes.append(outcome)
-        unmanaged.extend(
-            Unmanaged(pod, reason, labels_by_uid.get(pod.uid, {}))
-            for pod, reason in decision.unmanaged
-        )
+        unmanaged.extend(Unmanaged(pod, reason) for pod, reason in decision.unmanaged)
         outcomes.extend(
             PodOutcome(
                 pod=r.pod,
@@ -167,7 +159,6 @@ def simulate(
                 result=r,
                 action=_action(r),
                 blocked_by=_limit_range_block(r, cache.limit_range_caps(r.pod.namespace)),
-                labels=labels_by_uid.get(r.pod.uid, {}),
             )
             for r in result.pods
         )
@@ -291,14 +282,14 @@ def select(
     """The pods in ``namespaces``, on ``nodes`` and matching ``selector`` (each when given),
     sorted, and the nodes: those named, or with pods shown when pods are selected."""
 
-    def shown(pod: PodInfo, labels: Mapping[str, str]) -> bool:
+    def shown(pod: PodInfo) -> bool:
         return (
             (not namespaces or pod.namespace in namespaces)
             and (not nodes or pod.node_name in nodes)
-            and (selector is None or selector.matches(labels))
+            and (selector is None or selector.matches(pod.labels))
         )
 
-    pods = sort_pods([p for p in simulation.pods if shown(p.pod, p.labels)], sort)
+    pods = sort_pods([p for p in simulation.pods if shown(p.pod)], sort)
     by_pods = bool(namespaces or selector)
     with_pods = {p.node.name for p in pods}
     return View(
@@ -308,7 +299,7 @@ def select(
             if (not nodes or n.name in nodes) and (not by_pods or n.name in with_pods)
         ],
         pods=pods,
-        unmanaged=[u for u in simulation.unmanaged if shown(u.pod, u.labels)],
+        unmanaged=[u for u in simulation.unmanaged if shown(u.pod)],
     )
 
 

@@ -31,6 +31,14 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="change a HeadroomConfig spec field, e.g. maxMultiplier=5 or deadband.growPercent=20",
     )
+    sim.add_argument(
+        "--weight",
+        dest="weights",
+        action="append",
+        default=[],
+        metavar="PRIORITYCLASS=WEIGHT",
+        help="weigh the pods of a PriorityClass, before every weight rule, e.g. critical=4",
+    )
     for flag, text in (
         ("--config", "simulate this whole HeadroomConfig instead"),
         ("--snapshot", "read a saved snapshot, not the cluster"),
@@ -70,7 +78,9 @@ async def _run(args: argparse.Namespace, *, read: Reader | None) -> int:
         snapshot = load(args.snapshot) if read is None else await read(progress.listed)
         if args.save is not None:
             save(snapshot, args.save)
-        config = what_if_config(snapshot.config, config_file=args.config, sets=args.sets)
+        config = what_if_config(
+            snapshot.config, config_file=args.config, sets=args.sets, weights=args.weights
+        )
         settings, warnings = what_if_settings(config)
     except (SnapshotError, WhatIfError, OSError) as err:
         progress.done()

@@ -47,11 +47,17 @@ def table(simulation: Simulation, view: View) -> str:
         ]
         for p in view.pods
     ]
+    pod_headers: tuple[str, ...] = POD_HEADERS
+    if any(p.result.weight_rule is not None for p in view.pods):
+        # Weights are shown where some rule weighs a pod shown.
+        pod_headers = (*POD_HEADERS[:3], "WEIGHT", *POD_HEADERS[3:])
+        for p, row in zip(view.pods, pod_rows, strict=True):
+            row.insert(3, str(p.result.weight))
     enrolled = ", ".join(simulation.enrolled) or "none"
     sections = [
         f"Enrolled namespaces: {enrolled}",
         render(NODE_HEADERS, node_rows) if node_rows else "No nodes match.",
-        render(POD_HEADERS, pod_rows) if pod_rows else "No managed pods match.",
+        render(pod_headers, pod_rows) if pod_rows else "No managed pods match.",
         summary(simulation, view),
     ]
     return "\n\n".join(sections)
@@ -97,6 +103,7 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "factor": factor_text(n.result.factor),
                 "managedPods": n.result.pod_count,
                 "managedRequests": _m(n.result.managed_m),
+                "weightedRequests": _m(n.result.weighted_m),
             }
             for n in view.nodes
         ],
@@ -108,6 +115,8 @@ def document(simulation: Simulation, view: View) -> dict[str, Any]:
                 "pool": p.node.pool,
                 "podLevel": p.pod.facts.pod_resources is not None,
                 "request": _m(p.result.request_m),
+                "weight": p.result.weight,
+                "weightRule": None if p.result.weight_rule is None else p.result.weight_rule.path,
                 "currentLimit": _m(p.result.current_m) if p.result.current_m else None,
                 "simulatedLimit": _m(p.result.target_m) if p.result.target_m else None,
                 # How the simulated limit splits over the containers (none at pod level).

@@ -28,9 +28,11 @@ def what_if_config(
     *,
     config_file: Path | None = None,
     sets: Sequence[str] = (),
+    weights: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The config to simulate: ``config_file`` if given, else the cluster's (the defaults
-    when it has none), with every ``--set FIELD=VALUE`` applied to its spec."""
+    when it has none), with every ``--set FIELD=VALUE`` applied to its spec, then every
+    ``--weight PRIORITYCLASS=WEIGHT`` put first in each list of weight rules."""
     if config_file is not None:
         config = _read_config_file(config_file)
     elif cluster_config is not None:
@@ -42,6 +44,11 @@ def what_if_config(
         spec = config["spec"] = {}
     # Every --set is applied in turn, so all their problems are reported at once.
     problems = [problem for item in sets if (problem := _apply_set(spec, item)) is not None]
+    # The first given comes first, so it wins as the first match does.
+    for item in reversed(weights):
+        problem = _apply_weight(spec, item)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise WhatIfError(problems)
     return config
@@ -64,6 +71,23 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if not isinstance(loaded, dict) or loaded.get("kind") != CONFIG_KIND:
         raise WhatIfError([f"--config {path}: not a {CONFIG_KIND} (kind: {CONFIG_KIND} expected)"])
     return loaded
+
+
+def _apply_weight(spec: dict[str, Any], item: str) -> str | None:
+    """Put a rule weighing a PriorityClass first in the top-level weights and in each
+    pool's own list (which replaces the top-level one on its nodes); the problem, or None."""
+    name, equals, raw = item.partition("=")
+    if not equals or not name or not raw.isdigit():
+        return f"--weight {item}: expected PRIORITYCLASS=WEIGHT, such as critical=4"
+    rule = {"priorityClassName": name, "weight": int(raw)}
+    lists = [spec]
+    pools = spec.get("nodePools")
+    if isinstance(pools, list):
+        lists += [pool for pool in pools if isinstance(pool, dict) and "weights" in pool]
+    for holder in lists:
+        rules = holder.get("weights")
+        holder["weights"] = [rule, *(rules if isinstance(rules, list) else [])]
+    return None
 
 
 def _apply_set(spec: dict[str, Any], item: str) -> str | None:

@@ -63,7 +63,9 @@ class ReconcilerMetrics:
             return Gauge(name, documentation, labels, registry=self.registry)
 
         self.node_factor = gauge(
-            "headroom_node_factor", "Per-node slack factor F = 1 + S/M.", "node"
+            "headroom_node_factor",
+            "Per-node slack factor F = 1 + S/M (S/W under weight rules).",
+            "node",
         )
         self.node_slack_cores = gauge(
             "headroom_node_slack_cores",
@@ -105,6 +107,13 @@ class ReconcilerMetrics:
             "Managed pods on the nodes of each node pool (pools with none have no series).",
             "pool",
         )
+        self.weight_rule_pods_managed = gauge(
+            "headroom_weight_rule_pods_managed",
+            "Managed pods each weight rule matched, by the rule's path in the config and its "
+            "weight (rules matching none have no series).",
+            "rule",
+            "weight",
+        )
         for result in Result:
             self.resizes.labels(result=result.value)
 
@@ -112,11 +121,10 @@ class ReconcilerMetrics:
         self.resizes.labels(result=result.value).inc(amount)
 
     def set_pool_managed(self, pool: str, count: int) -> None:
-        if count:
-            self.pool_pods_managed.labels(pool=pool).set(count)
-            return
-        with contextlib.suppress(KeyError):
-            self.pool_pods_managed.remove(pool)
+        _count(self.pool_pods_managed, count, pool)
+
+    def set_rule_managed(self, rule: str, weight: int, count: int) -> None:
+        _count(self.weight_rule_pods_managed, count, rule, str(weight))
 
     def forget_pod(self, *, namespace: str, pod: str) -> None:
         with contextlib.suppress(KeyError):
@@ -127,3 +135,12 @@ class ReconcilerMetrics:
             with contextlib.suppress(KeyError):
                 gauge.remove(node)
         self.pod_booked_cores.forget_node(node)
+
+
+def _count(gauge: Gauge, count: int, *labels: str) -> None:
+    """A count's series, removed at 0 so that what matches nothing has none."""
+    if count:
+        gauge.labels(*labels).set(count)
+        return
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)

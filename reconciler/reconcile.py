@@ -19,7 +19,8 @@ None.
 
 import logging
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -54,6 +55,8 @@ class _NodeTally:
     managed: int
     deferred: int
     pool: str | None = None
+    # Managed pods by the weight rule that matched them: (rule's path, weight) -> count.
+    weighted: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
 
 # A node without a tally (never reconciled, or forgotten) contributes nothing.
@@ -76,6 +79,7 @@ class NodeReconciler:
     managed_pods: int = field(default=0, init=False)
     _deferred_total: int = field(default=0, init=False)
     _pool_managed: dict[str, int] = field(default_factory=dict, init=False)
+    _rule_managed: Counter[tuple[str, int]] = field(default_factory=Counter, init=False)
 
     @property
     def managed_nodes(self) -> int:
@@ -182,6 +186,11 @@ class NodeReconciler:
                 managed=len(result.pods),
                 deferred=sum(1 for pod in pods if pod.resize_pending == DEFERRED),
                 pool=decision.pool,
+                weighted=Counter(
+                    (r.weight_rule.path, r.weight_rule.weight)
+                    for r in result.pods
+                    if r.weight_rule is not None
+                ),
             ),
         )
 
@@ -196,6 +205,8 @@ class NodeReconciler:
         self._deferred_total += new.deferred - old.deferred
         self._count_pool(old.pool, -old.managed)
         self._count_pool(new.pool, new.managed)
+        if old.weighted or new.weighted:
+            self._count_rules(old.weighted, new.weighted)
         self.metrics.pods_managed.set(self.managed_pods)
         self.metrics.resizes_deferred.set(self._deferred_total)
 
@@ -208,6 +219,17 @@ class NodeReconciler:
         else:
             self._pool_managed.pop(pool, None)
         self.metrics.set_pool_managed(pool, count)
+
+    def _count_rules(
+        self, old: Mapping[tuple[str, int], int], new: Mapping[tuple[str, int], int]
+    ) -> None:
+        for key in old.keys() | new.keys():
+            count = self._rule_managed[key] + new.get(key, 0) - old.get(key, 0)
+            if count:
+                self._rule_managed[key] = count
+            else:
+                del self._rule_managed[key]
+            self.metrics.set_rule_managed(*key, count)
 
 
 def plan_node(

@@ -8,13 +8,14 @@ controller, one shared reference per controller. Every change is checked
 against design §5's enqueue rules and reported to a `Listener`:
 
 - a pod binds to / leaves a node, turns terminal, or changes anything the policy reads
-  (requests, limits, eligibility labels, the max-cpu cap, the kubelet's resize condition)
+  (requests, limits, labels, the max-cpu cap, the kubelet's resize condition)
   → its node, debounced;
 - a pod's status annotation changes → reported, so an edit by someone else (not
   Headroom's own write coming back) wakes its node;
 - node allocatable or labels change → that node, debounced;
 - the config changes → every node, promptly;
-- a namespace's enrolment changes → the nodes with pods in it, promptly;
+- a namespace's enrolment changes → the nodes with pods in it, promptly; its other labels
+  change while a weight rule selects namespaces → the same, debounced;
 - a LimitRange or VPA changes → the nodes with pods in its namespace, debounced;
 - a ReplicaSet's or Job's controller appears, changes or goes, in a namespace with VPAs
   → the same (which VPA targets a pod follows its chain of controllers, app.core.owners).
@@ -367,6 +368,8 @@ class ClusterCache:
             self._listener.namespace_changed(name, enrolled=enrolled)
             for node in self.nodes_in_namespace(name):
                 self._listener.node_dirty(node, prompt=True)
+        elif old != new and _weighs_namespaces(self.settings):
+            self._wake_namespace(name)
 
     def apply_config(self, name: str, obj: Mapping[str, Any] | None) -> None:
         if name != CONFIG_NAME:
@@ -443,6 +446,12 @@ class ClusterCache:
     def _wake_namespace(self, namespace: str) -> None:
         for node in self.nodes_in_namespace(namespace):
             self._listener.node_dirty(node, prompt=False)
+
+
+def _weighs_namespaces(settings: Settings) -> bool:
+    """Whether some weight rule, top-level or a pool's, selects pods by their namespace."""
+    lists = (settings.weights, *(pool.overrides.weights or () for pool in settings.node_pools))
+    return any(rule.namespace_selector is not None for rules in lists for rule in rules)
 
 
 V = TypeVar("V")

@@ -10,21 +10,22 @@ pod, ``pod_gate``), so none of them re-implements selection, node pools or the g
    namespace's VPAs whose target is on the pod's chain of controllers
    (``app.core.owners``), then back-off;
 3. the pure policy over the managed pods (``app.core.policy.compute_node``), each pod's
-   ceiling never below the CPU upper bounds of a RequestsOnly VPA that actuates it
-   (``vpa_recommended``).
+   share of the slack weighted by the first of the node's weight rules that matches it
+   (``weight_rule``), and its ceiling never below the CPU upper bounds of a RequestsOnly
+   VPA that actuates it (``vpa_recommended``).
 
 Back-off is what the reconciler remembers, handed in as a value (``Remembered``). The tools
 remember nothing (``FROM_STATUS``): they decide as a freshly started reconciler would, which
 re-derives a back-off from a pod whose kubelet reports its resize ``Infeasible``.
 """
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
 from app.core.cluster import Lookups, NodeView, Unreadable
-from app.core.config import Settings, settings_for_node
+from app.core.config import Settings, WeightRule, settings_for_node
 from app.core.eligibility import (
     Ineligible,
     Recommended,
@@ -158,6 +159,25 @@ def vpa_recommended(pod: PodInfo, lookups: Lookups, recommended: Recommended) ->
     return amounts
 
 
+def weight_rule(rules: Sequence[WeightRule], pod: PodInfo, lookups: Lookups) -> WeightRule | None:
+    """The first rule that matches the pod, or None (weight 1)."""
+    if not rules:
+        return None
+    namespace_labels = lookups.namespace_labels(pod.namespace) or {}
+    return next(
+        (
+            rule
+            for rule in rules
+            if rule.matches(
+                priority_class=pod.priority_class,
+                labels=pod.labels,
+                namespace_labels=namespace_labels,
+            )
+        ),
+        None,
+    )
+
+
 def targeting_vpas(pod: PodInfo, lookups: Lookups) -> list[Mapping[str, Any]]:
     """The namespace's VPAs whose target is on the pod's chain of controllers."""
     vpas = list(lookups.vpas(pod.namespace))
@@ -207,6 +227,11 @@ def decide_node(
                 pod.uid: wanted
                 for pod in managed
                 if (wanted := vpa_recommended(pod, lookups, Recommended.UPPER_BOUND))
+            },
+            weights={
+                pod.uid: rule
+                for pod in managed
+                if (rule := weight_rule(node_settings.weights, pod, lookups)) is not None
             },
         ),
         node_settings,

@@ -39,6 +39,10 @@ class Explanation:
     # The pod's RequestsOnly VPA upper bound (at most the node's and the namespace's caps)
     # when it set the target; 0 otherwise.
     vpa_upper_bound_m: int = 0
+    # The weight the pod shared the slack with, and the rule that gave it (its path in the
+    # config); None: no rule matched, weight 1.
+    weight: int = 1
+    weight_rule: str | None = None
 
     def applied(self, limit_m: int) -> "Explanation":
         """This explanation of the limit the pod already has (nothing to apply)."""
@@ -72,6 +76,8 @@ def explain(
         dry_run=dry_run,
         pool=pool,
         vpa_upper_bound_m=pod.vpa_m,
+        weight=pod.weight,
+        weight_rule=None if pod.weight_rule is None else pod.weight_rule.path,
     )
 
 
@@ -90,6 +96,10 @@ def annotation_fields(explanation: Explanation) -> dict[str, Any]:
         fields["pool"] = explanation.pool
     if explanation.vpa_upper_bound_m:
         fields["vpaUpperBound"] = millis(explanation.vpa_upper_bound_m)
+    if explanation.weight != 1:
+        # Weight 1 is everyone's by default: said only when a rule changed it.
+        fields["weight"] = explanation.weight
+        fields["weightRule"] = explanation.weight_rule
     return fields
 
 
@@ -114,7 +124,8 @@ def event_message(explanation: Explanation) -> str:
 
     An overbooked node reads ``slack 0/16 cores, overbooked by 2 cores``; a node in a pool
     adds it: ``(node factor 2.00, slack 8/16 cores, pool web)``; a target set by the pod's
-    VPA says so: ``(..., VPA upper bound 1500m)``.
+    VPA says so: ``(..., VPA upper bound 1500m)``; a weight other than 1, with its rule:
+    ``(..., weight 4 by spec.weights[0])``.
     """
     current = millis(explanation.current_m) if explanation.current_m else "unset"
     slack = format_cores(explanation.slack_m)
@@ -129,9 +140,14 @@ def event_message(explanation: Explanation) -> str:
         if explanation.vpa_upper_bound_m
         else ""
     )
+    weight = (
+        f", weight {explanation.weight} by {explanation.weight_rule}"
+        if explanation.weight != 1
+        else ""
+    )
     message = (
         f"{current} -> {millis(explanation.target_m)} (node factor {explanation.factor}, "
-        f"slack {slack}/{allocatable} cores{overbooked}{pool}{vpa})"
+        f"slack {slack}/{allocatable} cores{overbooked}{pool}{vpa}{weight})"
     )
     return f"would set {message}" if explanation.dry_run else message
 

@@ -17,6 +17,7 @@ from app.core.config.settings import (
     OwnerExclusion,
     PoolOverrides,
     Settings,
+    WeightRule,
 )
 from app.core.config.validation import parse_config, validate_config
 
@@ -33,6 +34,7 @@ __all__ = [
     "Requirement",
     "SelectorError",
     "Settings",
+    "WeightRule",
     "parse_config",
     "parse_duration_seconds",
     "parse_label_selector",

@@ -20,6 +20,7 @@ from app.core.config.kinds import (
     Kind,
     Millicores,
     Multiplier,
+    ObjectName,
     Selector,
     StringList,
 )
@@ -29,6 +30,7 @@ from app.core.config.settings import (
     NodePool,
     OwnerExclusion,
     PoolOverrides,
+    WeightRule,
 )
 
 _MAX_MULTIPLIER: Final = 100
@@ -36,6 +38,8 @@ _MAX_MULTIPLIER: Final = 100
 MAX_NODE_POOLS: Final = 64
 _POOL_NAME: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _MAX_POOL_NAME: Final = 63
+MAX_WEIGHT_RULES: Final = 64
+MAX_WEIGHT: Final = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +228,29 @@ class NodePools(ObjectList):
         return NodePool(name=name, node_selector=selector, overrides=overrides)
 
 
+class WeightRules(ObjectList):
+    """Ordered rules; each one's path, which explanations name, is kept with it."""
+
+    layout = Layout(
+        (
+            ("priorityClassName", "priority_class", ObjectName("PriorityClass name")),
+            ("namespaceSelector", "namespace_selector", Selector()),
+            ("podSelector", "pod_selector", Selector()),
+            ("weight", "weight", Integer(low=0, high=MAX_WEIGHT)),
+        )
+    )
+    shape = "{priorityClassName, namespaceSelector, podSelector, weight}"
+    members = "optional priorityClassName, namespaceSelector, podSelector and weight"
+
+    def parse(self, value: Any, path: str, findings: Findings) -> tuple[WeightRule, ...]:
+        if isinstance(value, list) and len(value) > MAX_WEIGHT_RULES:
+            findings.error(path, f"must have at most {MAX_WEIGHT_RULES} rules")
+        return tuple(rule for _, _, rule in self.entries(value, path, findings) if rule is not None)
+
+    def item(self, present: Mapping[str, Any], path: str, findings: Findings) -> WeightRule:
+        return WeightRule(path=path, **self.layout.read(present, path, findings))
+
+
 _PERCENT: Final = Integer(low=0, high=100)
 _RATE: Final = Integer(low=1)
 # Path below spec, kind, the Settings attribute it fills and, when a pool may override it,
@@ -256,6 +283,7 @@ FIELDS: Final = (
     Field("excludedOwners", Owners(), "excluded_owners"),
     Field("excludedNodeSelector", Selector(), "excluded_node_selector"),
     Field("excludedContainers", StringList("container name"), "excluded_containers"),
+    Field("weights", WeightRules(), "weights", "weights"),
     Field("nodePools", NodePools(), "node_pools"),
 )
 SPEC: Final = Layout((f.path, f.attribute, f.kind) for f in FIELDS)

@@ -13,8 +13,15 @@ from typing import Any
 
 from app.core.config.duration import DurationError, parse_duration_seconds
 from app.core.config.errors import Findings
-from app.core.config.selector import LabelSelector, SelectorError, parse_label_selector
+from app.core.config.selector import (
+    DNS_SUBDOMAIN,
+    LabelSelector,
+    SelectorError,
+    parse_label_selector,
+)
 from app.core.quantity import QuantityError, parse_quantity
+
+MAX_NAME = 253
 
 
 class Kind(ABC):
@@ -130,6 +137,23 @@ class Enum(_Scalar):
         if value in self.values:
             return str(value)
         raise _Invalid(f"must be one of {', '.join(self.values)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectName(_Scalar):
+    """The name of a cluster object, a DNS subdomain (what ``noun`` names)."""
+
+    noun: str
+
+    def read(self, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise _Invalid(f"must be a non-empty {self.noun}")
+        if len(value) > MAX_NAME or not DNS_SUBDOMAIN.fullmatch(value):
+            raise _Invalid(
+                f"must be a {self.noun}: at most {MAX_NAME} lowercase alphanumerics, '-' or "
+                "'.', starting and ending with an alphanumeric"
+            )
+        return value
 
 
 @dataclass(frozen=True, slots=True)

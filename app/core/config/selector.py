@@ -10,7 +10,7 @@ from app.core.config.errors import FieldError, FieldErrors
 
 _NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _DNS_LABEL: Final = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN: Final = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+DNS_SUBDOMAIN: Final = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _SELECTOR_FIELDS: Final = frozenset({"matchLabels", "matchExpressions"})
 _EXPRESSION_FIELDS: Final = frozenset({"key", "operator", "values"})
 
@@ -148,7 +148,7 @@ def label_key_error(key: object) -> str | None:
     if not isinstance(key, str):
         return "label key must be a string"
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
         return f"label key {key!r} has an invalid prefix (must be a DNS subdomain)"
     if not name or len(name) > 63 or not _NAME.fullmatch(name):
         return (

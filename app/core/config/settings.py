@@ -1,5 +1,6 @@
 """The typed, defaulted settings every part of Headroom reads from one HeadroomConfig."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Final
@@ -28,6 +29,32 @@ class OwnerExclusion:
 
 
 @dataclass(frozen=True, slots=True)
+class WeightRule:
+    """Pods matching every matcher set here share the slack with this weight.
+
+    A matcher left None matches any pod; a rule with none matches every pod. ``path`` is
+    the rule's place in the config (``spec.weights[0]``), which explanations name.
+    """
+
+    path: str
+    weight: int = 1
+    priority_class: str | None = None
+    namespace_selector: LabelSelector | None = None
+    pod_selector: LabelSelector | None = None
+
+    def matches(
+        self, *, priority_class: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]
+    ) -> bool:
+        return (
+            (self.priority_class is None or self.priority_class == priority_class)
+            and (
+                self.namespace_selector is None or self.namespace_selector.matches(namespace_labels)
+            )
+            and (self.pod_selector is None or self.pod_selector.matches(labels))
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PoolOverrides:
     """What a node pool changes; None keeps the top-level value."""
 
@@ -39,6 +66,8 @@ class PoolOverrides:
     # True puts the pool in dry-run; it can never take the top-level dry-run away.
     dry_run: bool | None = None
     initial_multiplier: Fraction | None = None
+    # Replaces the top-level list on the pool's nodes.
+    weights: tuple[WeightRule, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +107,8 @@ class Settings:
     excluded_node_selector: LabelSelector | None = None
     # Containers, by name, whose CPU limit is left to whoever set it (a mesh's injector).
     excluded_containers: frozenset[str] = frozenset()
+    # Ordered: a pod takes the weight of the first rule that matches it, else 1.
+    weights: tuple[WeightRule, ...] = ()
     # Ordered: a node takes the overrides of the first pool whose selector matches it.
     node_pools: tuple[NodePool, ...] = ()
     # metadata.generation of the config these settings came from; None for defaults.

@@ -15,7 +15,13 @@ from app.core.config.fields import POOL_KEYS, SPEC, SPEC_PATHS, as_object
 from app.core.config.kinds import is_integer
 from app.core.config.pools import apply_overrides
 from app.core.config.selectorlogic import can_match_together, implies
-from app.core.config.settings import DEFAULT_SETTINGS, NodePool, PoolOverrides, Settings
+from app.core.config.settings import (
+    DEFAULT_SETTINGS,
+    NodePool,
+    PoolOverrides,
+    Settings,
+    WeightRule,
+)
 from app.core.labels import CONFIG_NAME
 
 # A quantum this coarse rounds small pods' bursts away or doubles them.
@@ -60,8 +66,10 @@ def _read(obj: Mapping[str, Any], findings: Findings) -> Settings:
         generation=generation if is_integer(generation) else None,
     )
     _warn_top(findings, settings, spec)
+    _warn_weights(findings, settings.weights, top=settings)
     for index, pool in pools:
         _warn_pool(findings, pool, path=f"{SPEC_PATHS['node_pools']}[{index}]", top=settings)
+        _warn_weights(findings, pool.overrides.weights or (), top=settings)
     _warn_pool_overlaps(findings, pools, top=settings)
     return settings
 
@@ -142,6 +150,56 @@ def _warn_initial(
             at["webhook_initial_multiplier"],
             "above maxMultiplier: seeded limits are capped at maxMultiplier",
         )
+
+
+def _warn_weights(findings: Findings, rules: Sequence[WeightRule], *, top: Settings) -> None:
+    """Rules that can never apply, and rules any tenant can claim."""
+    enrolling = SPEC_PATHS["namespace_selector"]
+    for position, rule in enumerate(rules):
+        namespaces, pods = rule.namespace_selector, rule.pod_selector
+        if namespaces is not None and not can_match_together(namespaces, top.namespace_selector):
+            findings.warn(
+                f"{rule.path}.namespaceSelector",
+                f"never applies: no namespace it selects is enrolled by {enrolling}",
+            )
+            continue
+        unmatchable = next(
+            (
+                (key, selector)
+                for key, selector in (("namespaceSelector", namespaces), ("podSelector", pods))
+                if selector is not None and not can_match_together(selector, selector)
+            ),
+            None,
+        )
+        if unmatchable is not None:
+            findings.warn(f"{rule.path}.{unmatchable[0]}", "never applies: it matches no labels")
+            continue
+        earlier = next((e for e in rules[:position] if _covers(e, rule)), None)
+        if earlier is not None:
+            findings.warn(
+                rule.path,
+                f"never applies: every pod it matches matches {earlier.path}, which comes first",
+            )
+            continue
+        if rule.weight > 1 and pods is not None and namespaces is None:
+            findings.warn(
+                f"{rule.path}.podSelector",
+                f"pod labels alone give weight {rule.weight}: a tenant can label its own pods "
+                "to claim it; add a namespaceSelector for the namespaces it is meant for",
+            )
+
+
+def _covers(first: WeightRule, later: WeightRule) -> bool:
+    """Whether every pod ``later`` matches is matched by ``first`` too."""
+    if first.priority_class is not None and first.priority_class != later.priority_class:
+        return False
+    pairs = (
+        (first.namespace_selector, later.namespace_selector),
+        (first.pod_selector, later.pod_selector),
+    )
+    return all(
+        wide is None or (narrow is not None and implies(narrow, wide)) for wide, narrow in pairs
+    )
 
 
 def _warn_pool_overlaps(

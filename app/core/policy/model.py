@@ -6,6 +6,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import NamedTuple
 
+from app.core.config import WeightRule
 from app.core.limitrange import LimitRangeCaps
 from app.core.pods import PodInfo
 
@@ -56,6 +57,9 @@ class NodeInput:
     # VPA that actuates the pod (``app.core.eligibility.vpa_cpu_recommendation``), which its
     # limits are never below; pods without one may be absent.
     vpa_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    # By pod UID, the weight rule that matched the pod; pods no rule matched (weight 1)
+    # may be absent.
+    weights: Mapping[str, WeightRule] = field(default_factory=dict)
 
 
 # Results are NamedTuples: immutable like frozen dataclasses, and three times cheaper to
@@ -84,6 +88,17 @@ class PodResult(NamedTuple):
     # namespace's caps) when it lifted the target above what slack and Headroom's caps
     # give; 0 otherwise.
     vpa_m: int = 0
+    # The weight rule that matched the pod; None: no rule, weight 1.
+    weight_rule: WeightRule | None = None
+
+    @property
+    def weight(self) -> int:
+        return rule_weight(self.weight_rule)
+
+
+def rule_weight(rule: WeightRule | None) -> int:
+    """The weight a pod shares the slack with: its rule's, or 1 when no rule matched it."""
+    return 1 if rule is None else rule.weight
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +108,11 @@ class NodeResult:
     booked_m: int
     slack_m: int
     managed_m: int
+    # W: each managed pod's request times its weight, summed; ``managed_m`` when every
+    # weight is 1.
+    weighted_m: int
     pod_count: int
+    # 1 + S/W, with W the managed requests each times its pod's weight: the ceiling over
+    # the request of a pod of weight 1 the floor does not lift.
     factor: Fraction
     pods: tuple[PodResult, ...]

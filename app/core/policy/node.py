@@ -8,15 +8,25 @@ from app.core.limitrange import LimitRangeCaps
 from app.core.pods import PodInfo
 from app.core.policy.arithmetic import half_up_div, quantize
 from app.core.policy.deadband import PATCH_REASONS, decide
-from app.core.policy.model import Cap, ContainerLimit, NodeInput, NodeResult, PodResult, Reason
+from app.core.policy.model import (
+    Cap,
+    ContainerLimit,
+    NodeInput,
+    NodeResult,
+    PodResult,
+    Reason,
+    rule_weight,
+)
 from app.core.policy.split import split_target
 
 
 def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
     """Slack, factor and every managed pod's target limit and patch decision.
 
-    With slack ``S``, managed requests ``M`` over ``N`` pods and a pod request ``r``:
-    ``raw = r + round(max(S*r/M, min(floor, S/N)))`` when ``S > 0``, else ``r``; then
+    With slack ``S`` over ``N`` managed pods, a pod's request ``r`` and weight ``w`` (1
+    unless a weight rule matched it), and ``W`` the sum of every managed pod's ``w*r``:
+    ``raw = r + round(max(S*w*r/W, min(floor, S/N)))`` when ``S > 0``, else ``r`` (a share
+    of 0 when every weight is 0); with every weight 1, ``W`` is the managed requests. Then
     clamped to ``[r, hi]``, quantized, guarded against a QoS change and run through
     the deadband. A container under a RequestsOnly VPA is never below VPA's upper bound
     (as far as the node's allocatable and LimitRanges allow): VPA sizes the request from
@@ -31,8 +41,11 @@ def compute_node(node: NodeInput, settings: Settings) -> NodeResult:
         booked_m=node.booked_m,
         slack_m=computation.slack,
         managed_m=computation.managed,
+        weighted_m=computation.weighted,
         pod_count=len(node.pods),
-        factor=1 + Fraction(computation.slack, computation.managed) if bursting else Fraction(1),
+        factor=1 + Fraction(computation.slack, computation.weighted)
+        if bursting and computation.weighted
+        else Fraction(1),
         pods=tuple(computation.pod(pod) for pod in node.pods),
     )
 
@@ -53,6 +66,8 @@ class _Computation:
         "shrink_percent",
         "slack",
         "vpa_floors",
+        "weighted",
+        "weights",
     )
 
     def __init__(self, node: NodeInput, settings: Settings) -> None:
@@ -61,6 +76,12 @@ class _Computation:
         self.vpa_floors = node.vpa_floors
         self.slack = node.allocatable_m - node.booked_m
         self.managed = sum(pod.facts.request_m for pod in node.pods)
+        self.weights = node.weights
+        self.weighted = (
+            sum(pod.facts.request_m * rule_weight(self.weights.get(pod.uid)) for pod in node.pods)
+            if self.weights
+            else self.managed
+        )
         self.bursting = self.slack > 0 and self.managed > 0
         self.floor_share = (
             min(settings.min_burst_floor_m, half_up_div(self.slack, len(node.pods)))
@@ -75,9 +96,12 @@ class _Computation:
 
     def pod(self, pod: PodInfo) -> PodResult:
         request = pod.facts.request_m
+        rule = self.weights.get(pod.uid)
         raw = request
         if self.bursting:
-            raw += max(half_up_div(self.slack * request, self.managed), self.floor_share)
+            weighted = self.slack * rule_weight(rule) * request
+            share = half_up_div(weighted, self.weighted) if self.weighted else 0
+            raw += max(share, self.floor_share)
         caps = self.limit_ranges.get(pod.namespace)
         pod_level = pod.facts.pod_resources
         if pod_level is None:
@@ -119,6 +143,7 @@ class _Computation:
                     containers=(),
                     patch=False,
                     reason=Reason.QOS_GUARD,
+                    weight_rule=rule,
                 )
             target = max(target, request + self.quantum)
         reason = decide(
@@ -146,6 +171,7 @@ class _Computation:
             reason in PATCH_REASONS,
             reason,
             vpa,
+            rule,
         )
 
     def ceiling(

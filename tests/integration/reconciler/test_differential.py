@@ -3,8 +3,9 @@
 Twenty-four cluster shapes come from a seeded generator, each a node and a namespace of
 its own: node pools with overrides, LimitRanges, `max-cpu` caps, sidecars, pod-level
 resources, limits already set (so some pods are raised, some lowered, some kept),
-unmanaged neighbours, a pod whose kubelet reports its resize Infeasible, and a pod whose
-quantities Headroom cannot read. Before anything is enforced, `kubectl headroom simulate`
+unmanaged neighbours, a pod whose kubelet reports its resize Infeasible, a pod whose
+quantities Headroom cannot read, and weight rules by PriorityClass, namespace and pod
+labels (one pool with rules of its own). Before anything is enforced, `kubectl headroom simulate`
 (with `--set dryRun=false`) and `kubectl headroom explain` predict every pod; then the real
 reconciler enforces, and every pod's limit must be what both predicted, every unmanaged
 pod left alone for the reason both gave.
@@ -29,6 +30,18 @@ from tests.integration.reconciler.manifests import container, pod, running_statu
 
 SHAPES = 24
 SEED = 20261201
+# Two PriorityClasses, named after the run's tag ({tag}).
+HIGH, LOW = "diff-high-{tag}", "diff-low-{tag}"
+# Per run, with the classes' names: see `_weights`.
+WEIGHTS = [
+    {"priorityClassName": HIGH, "weight": 4},
+    {"namespaceSelector": {"matchLabels": {"diff-tier": "gold"}}, "weight": 2},
+    {
+        "namespaceSelector": {},
+        "podSelector": {"matchLabels": {"tier": "batch"}},
+        "weight": 0,
+    },
+]
 POOLS = [
     {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}, "maxMultiplier": "20"},
     {
@@ -37,6 +50,7 @@ POOLS = [
         "maxMultiplier": "3",
         "quantum": "50m",
         "deadband": {"growPercent": 0, "shrinkPercent": 0},
+        "weights": [{"priorityClassName": LOW, "weight": 3}],
     },
 ]
 UNMANAGED = {"kube-headroom.dev/mode": "unmanaged"}
@@ -54,6 +68,7 @@ INFEASIBLE = {
 class Shape:
     namespace: str
     node: str
+    gold: bool
     pods: list[dict[str, Any]] = field(default_factory=list)
     limit_range: dict[str, Any] | None = None
     # Pods whose status the test writes: an Infeasible report.
@@ -67,7 +82,7 @@ def _millis(value: int) -> str:
 def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[..., str]) -> Shape:
     labels = rand.choice([{}, {"pool": "batch"}, {"pool": "tight"}])
     node = make_node(cpu=rand.choice(["4", "8", "16", "32"]), labels=labels)
-    shape = Shape(namespace=f"diff-{tag}-{index:02d}", node=node)
+    shape = Shape(namespace=f"diff-{tag}-{index:02d}", node=node, gold=rand.random() < 0.3)
     # LimitRanger admits pods only inside a LimitRange: under a ratio every container needs
     # a CPU request and a limit; under a max, limits stay below it, and containers without
     # a CPU request (pod-level pods') would be given one.
@@ -126,6 +141,9 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
                 sidecars.append(
                     container("proxy", cpu="100m", cpu_limit=limit_for(100), sidecar=True)
                 )
+            labels = {"app": name, "tier": rand.choice(["web", "web", "batch"])}
+            if rand.random() < 0.15 and not infeasible:
+                labels.update(UNMANAGED)
             obj = pod(
                 name,
                 namespace=shape.namespace,
@@ -133,9 +151,12 @@ def _generate(rand: random.Random, index: int, tag: str, make_node: Callable[...
                 containers=containers,
                 sidecars=sidecars,
                 annotations=annotations,
-                labels=UNMANAGED if rand.random() < 0.15 and not infeasible else None,
+                labels=labels,
                 custom_status=infeasible,
             )
+            priority_class = rand.choice([None, None, HIGH, LOW])
+            if priority_class is not None:
+                obj["spec"]["priorityClassName"] = priority_class.format(tag=tag)
             if infeasible:
                 shape.infeasible.append(name)
         shape.pods.append(obj)
@@ -160,12 +181,21 @@ def shapes(
     rand = random.Random(SEED)
     tag = pods.namespace.rsplit("-", 1)[-1]
     made = [_generate(rand, index, tag, make_node) for index in range(SHAPES)]
+    classes = [name.format(tag=tag) for name in (HIGH, LOW)]
     try:
+        for value, name in enumerate(classes):
+            control_plane.apply(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": name},
+                    "value": 1000 + value,
+                }
+            )
         for shape in made:
             control_plane.kubectl("create", "namespace", shape.namespace)
-            control_plane.kubectl(
-                "label", "namespace", shape.namespace, "kube-headroom.dev/mode=managed"
-            )
+            labels = ["kube-headroom.dev/mode=managed", *(["diff-tier=gold"] if shape.gold else [])]
+            control_plane.kubectl("label", "namespace", shape.namespace, *labels)
             if shape.limit_range is not None:
                 control_plane.apply(shape.limit_range)
             control_plane.apply({"apiVersion": "v1", "kind": "List", "items": shape.pods})
@@ -183,6 +213,7 @@ def shapes(
             control_plane.kubectl(
                 "delete", "namespace", shape.namespace, "--wait=false", "--ignore-not-found"
             )
+        control_plane.kubectl("delete", "priorityclass", *classes, "--ignore-not-found")
 
 
 def _run(cluster: Cluster, *args: str) -> dict[str, Any]:
@@ -215,13 +246,20 @@ def _limit_m(obj: dict[str, Any]) -> int:
     return total
 
 
+def _weights(rules: Any, tag: str) -> Any:
+    """The rules with the run's PriorityClass names."""
+    return json.loads(json.dumps(rules).replace("{tag}", tag))
+
+
 def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
     control_plane: Cluster,
     configure: Callable[..., None],
     shapes: list[Shape],
     start_reconciler: Callable[..., Reconciler],
 ) -> None:
-    configure(dryRun=True, nodePools=POOLS)
+    tag = shapes[0].namespace.split("-")[1]
+    weights, pools = _weights(WEIGHTS, tag), _weights(POOLS, tag)
+    configure(dryRun=True, nodePools=pools, weights=weights)
     eventually(
         lambda: all(
             json.loads(control_plane.kubectl("get", "pods", "-n", s.namespace, "-o", "json"))[
@@ -264,7 +302,7 @@ def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
         assert key in {s["pod"] for s in explained[neighbour]["skipped"]}
         del explained[key]
     before = {key: _pod(control_plane, key) for key in explained}
-    configure(dryRun=False, nodePools=POOLS)
+    configure(dryRun=False, nodePools=pools, weights=weights)
     start_reconciler()
     expected = {}
     for key, explanation in explained.items():
@@ -272,6 +310,8 @@ def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
             outcome = predicted[key]
             assert explanation["managed"], key
             assert explanation["target"] == outcome["simulatedLimit"], key
+            assert explanation["weight"] == outcome["weight"], key
+            assert explanation["weightRule"] == outcome["weightRule"], key
             after = outcome["limitAfter"]
             expected[key] = 0 if after is None else parse_cpu_millis(after)
         else:
@@ -286,11 +326,39 @@ def test_simulate_explain_and_the_reconciler_agree_pod_by_pod(
         return [key for key, want in expected.items() if _limit_m(_pod(control_plane, key)) != want]
 
     eventually(lambda: not agreed(), timeout=90, interval=1.0, what="the predicted limits")
+    # The shapes hold every kind of rule, each weighing some managed pod.
+    rules = {p["weightRule"] for p in predicted.values()} - {None}
+    assert rules == {
+        "spec.weights[0]",
+        "spec.weights[1]",
+        "spec.weights[2]",
+        "spec.nodePools[1].weights[0]",
+    }
+    weighted = {k: p for k, p in predicted.items() if p["weight"] != 1 and p["patch"]}
+    assert weighted
+
+    def unexplained() -> dict[str, Any]:
+        """Pods whose annotation does not name the predicted weight: (named, predicted)."""
+        named = {key: _weight_of(control_plane, key) for key in weighted}
+        return {
+            key: (named[key], (outcome["weight"], outcome["weightRule"]))
+            for key, outcome in weighted.items()
+            if named[key] != (outcome["weight"], outcome["weightRule"])
+        }
+
+    eventually(lambda: not unexplained(), timeout=60, interval=1.0, what="weights annotated")
     print(
         f"{len(shapes)} shapes, {len(expected)} pods: {len(predicted)} managed, "
         f"{len(unmanaged)} not managed ({len(backed_off)} backed off), "
         f"{len(unreadable)} unreadable; every limit as simulate and explain predicted"
     )
+
+
+def _weight_of(cluster: Cluster, key: str) -> tuple[Any, Any]:
+    """The weight and rule the pod's status annotation names (None when it names none)."""
+    text = _pod(cluster, key)["metadata"].get("annotations", {}).get("kube-headroom.dev/status")
+    fields = json.loads(text) if text else {}
+    return fields.get("weight"), fields.get("weightRule")
 
 
 def _each(flag: str, values: list[str]) -> list[str]:

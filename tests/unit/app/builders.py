@@ -98,6 +98,7 @@ def pod(
     resources: Mapping[str, Mapping[str, str]] | None = None,
     node_selector: Mapping[str, str] | None = None,
     overhead_cpu: str | None = None,
+    priority_class: str | None = None,
 ) -> Obj:
     """A pod; ``containers`` defaults to one Burstable app container requesting 500m.
 
@@ -135,6 +136,8 @@ def pod(
         spec["nodeSelector"] = dict(node_selector)
     if overhead_cpu is not None:
         spec["overhead"] = {"cpu": overhead_cpu}
+    if priority_class is not None:
+        spec["priorityClassName"] = priority_class
     status: Obj = {"conditions": list(conditions)}
     if phase is not None:
         status["phase"] = phase
@@ -277,6 +280,10 @@ FULL_SPEC: Obj = {
         {"kind": "StatefulSet", "apiGroup": "apps", "name": "db"},
     ],
     "excludedNodeSelector": {"matchExpressions": [{"key": "pool", "operator": "Exists"}]},
+    "weights": [
+        {"priorityClassName": "critical", "weight": 4},
+        {"namespaceSelector": {"matchLabels": {"team": "a"}}, "podSelector": {}, "weight": 0},
+    ],
 }
 
 

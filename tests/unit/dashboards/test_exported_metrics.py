@@ -31,6 +31,7 @@ def test_exported_metrics_are_what_a_scrape_of_the_real_registries_serves() -> N
     reconciler.pod_booked_cores.set_node("n", [pod_info("p")])
     reconciler.pod_limit_cores.labels(namespace="ns", pod="p").set(3)
     reconciler.set_pool_managed("web", 4)
+    reconciler.set_rule_managed("spec.weights[0]", 4, 2)
     webhook_registry = CollectorRegistry()
     WebhookMetrics(webhook_registry)
     exported = {**_families(reconciler.registry), **_families(webhook_registry)}

@@ -8,7 +8,7 @@ from typing import Final
 import pytest
 
 from app.core.config import kinds, validate_config
-from app.core.config.fields import MAX_NODE_POOLS, NodePools, Owners
+from app.core.config.fields import MAX_NODE_POOLS, MAX_WEIGHT_RULES, NodePools, Owners, WeightRules
 from tests.unit.app.builders import headroom_config
 from tests.unit.app.core.config.rows import Row, Schema, crd_schema, field_rows, schema_fields
 from tests.unit.docs.markdown import CONFIGURATION, code_spans, section, table_rows
@@ -71,6 +71,22 @@ RISKY_CONFIGS: Final = (
     headroom_config(spec={"webhook": {"initialMultiplier": "20"}}),
     headroom_config(
         spec={
+            "weights": [
+                {"podSelector": {"matchLabels": {"tier": "gold"}}, "weight": 4},
+                {"podSelector": {"matchLabels": {"tier": "gold", "app": "web"}}, "weight": 2},
+                {"namespaceSelector": {"matchLabels": {"kube-headroom.dev/mode": "off"}}},
+            ],
+            "nodePools": [
+                {
+                    "name": "weighted",
+                    "nodeSelector": {},
+                    "weights": [{"weight": 2}, {"priorityClassName": "critical"}],
+                }
+            ],
+        }
+    ),
+    headroom_config(
+        spec={
             "nodePools": [
                 {"name": "plain", "nodeSelector": {"matchLabels": {"pool": "plain"}}},
                 {
@@ -108,8 +124,10 @@ _TYPE_NAMES: Final[dict[type[kinds.Kind], str]] = {
     kinds.Selector: "label selector",
     kinds.Enum: "string",
     kinds.StringList: "list of strings",
+    kinds.ObjectName: "string",
     Owners: "list of objects",
     NodePools: "list of objects",
+    WeightRules: "list of objects",
 }
 
 
@@ -128,6 +146,10 @@ def _rule(kind: kinds.Kind) -> str:
         return f"non-empty {kind.noun}s"
     if isinstance(kind, NodePools):
         return f"at most {MAX_NODE_POOLS}; names unique"
+    if isinstance(kind, WeightRules):
+        return f"at most {MAX_WEIGHT_RULES}"
+    if isinstance(kind, kinds.ObjectName):
+        return f"a {kind.noun} (DNS subdomain)"
     return {kinds.Duration: "a duration, ≥ 0", kinds.Selector: "a valid label selector"}.get(
         type(kind), ""
     )

@@ -54,6 +54,30 @@ def test_worked_example_matches_the_design() -> None:
     assert "Last CPULimitAdjusted: 1500m -> 3000m" in text
 
 
+def test_a_weighted_pod_shows_its_weight_the_rule_and_the_weighted_sum() -> None:
+    a, pod_b, c = _pod("a", "500m"), _pod("b", "1500m"), _pod("c", "6")
+    pod_b["metadata"]["labels"] = {"tier": "gold"}
+    weights = [
+        {"namespaceSelector": {}, "podSelector": {"matchLabels": {"tier": "gold"}}, "weight": 4}
+    ]
+    explanation = _explain(pod_b, [a, c], spec={"minBurstFloor": "0", "weights": weights})
+    document = as_dict(explanation)
+    # W = 500m + 4*1500m + 6 cores; b's share is 8 cores * 6/12.5.
+    assert (document["weight"], document["weightRule"]) == (4, "spec.weights[0]")
+    assert document["weightedRequests"] == "12500m"
+    assert document["target"] == "5340m"
+    assert document["annotation"]["weight"] == 4
+    text = render(explanation, last_event=None)
+    assert "Weighted W = sum of weight*request = 12500m" in text
+    assert "Factor F = 1 + S/W = 1.64" in text
+    assert "  weight w = 4 (by spec.weights[0])" in text
+    assert "  proportional share S*w*r/W = 3840m" in text
+    neighbour = render(_explain(a, [pod_b, c], spec={"weights": weights}), last_event=None)
+    assert "  weight w = 1 (no weight rule matches)" in neighbour
+    plain = render(_explain(a, [pod_b, c]), last_event=None)
+    assert "  weight w = 1 (no weight rules)" in plain
+
+
 def test_unmanaged_neighbours_book_slack_but_are_not_managed() -> None:
     target = _pod("a", "2")
     neighbour = _pod("n", "8", namespace="other")

@@ -112,6 +112,17 @@ def test_a_custom_namespace_selector_is_honoured() -> None:
     assert set(targets(run(snapshot(pods=pods, namespaces=namespaces, spec=spec)))) == {"a"}
 
 
+def test_a_weight_rule_reads_the_namespaces_labels() -> None:
+    gold = {"kube-headroom.dev/mode": "managed", "tier": "gold"}
+    namespaces = [b.namespace("team-a", labels=gold), b.namespace("team-b")]
+    weights = [{"namespaceSelector": {"matchLabels": {"tier": "gold"}}, "weight": 3}]
+    spec = {"dryRun": False, "minBurstFloor": "0", "maxMultiplier": "0", "weights": weights}
+    pods = [cpu_pod("a", "1"), cpu_pod("b", "1", namespace="team-b")]
+    simulation = run(snapshot(pods=pods, namespaces=namespaces, spec=spec))
+    # S = 14 cores, W = 3*1 + 1: 3/4 and 1/4 of it.
+    assert targets(simulation) == {"a": 11500, "b": 4500}
+
+
 POOLS = {
     "dryRun": False,
     "nodePools": [

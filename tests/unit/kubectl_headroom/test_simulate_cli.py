@@ -22,7 +22,7 @@ def saved(tmp_path: Path) -> Path:
     path = tmp_path / "cluster.json"
     pods = [
         cpu_pod("a", "500m", labels={"app": "web"}),
-        cpu_pod("b", "1500m", labels={"app": "db"}),
+        cpu_pod("b", "1500m", labels={"app": "db"}, priority_class="critical"),
         cpu_pod("c", "6", labels={"app": "web"}),
         cpu_pod("x", "1", namespace="team-b", labels={"app": "web"}, node="node-2"),
     ]
@@ -75,6 +75,40 @@ def test_set_reaches_nested_fields_and_pools(
     assert limits(document)["a"] == "1500m"
 
 
+def test_what_if_a_priority_class_weighed_more(
+    saved: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ("--snapshot", str(saved), "--set", "minBurstFloor=0")
+    before = simulate_json(capsys, *args)
+    after = simulate_json(capsys, *args, "--weight", "critical=4")
+    assert limits(before) == {"a": "1000m", "b": "3000m", "c": "12000m"}
+    # S = 8 cores, W = 500m + 4*1500m + 6 cores: b's share is 8*6/12.5 cores.
+    assert limits(after) == {"a": "820m", "b": "5340m", "c": "9840m"}
+    assert [(p["weight"], p["weightRule"]) for p in after["pods"]] == [
+        (1, None),
+        (4, "spec.weights[0]"),
+        (1, None),
+    ]
+    assert after["nodes"][0]["weightedRequests"] == "12500m"
+    assert main(["simulate", *args, "--weight", "critical=4"]) == 0
+    table = capsys.readouterr().out
+    assert "POD        NODE     REQUEST   WEIGHT   CURRENT" in table
+    assert "team-a/b   node-1   1500m     4        unset     5340m" in table
+
+
+def test_a_weight_goes_first_in_each_list_of_rules(
+    saved: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pools = "[{name: all, nodeSelector: {}, weights: [{priorityClassName: critical, weight: 0}]}]"
+    document = simulate_json(
+        capsys, "--snapshot", str(saved), "--set", f"nodePools={pools}",
+        "--weight", "critical=4", "--weight", "critical=2",
+    )  # fmt: skip
+    # The pool's own list, with both put first in the order given.
+    assert document["pods"][1]["weightRule"] == "spec.nodePools[0].weights[0]"
+    assert document["pods"][1]["weight"] == 4
+
+
 def test_a_whole_config_file(
     saved: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,6 +144,11 @@ def test_an_invalid_what_if_reports_every_field_error(
     ("args", "message"),
     [
         (["--set", "maxMultiplier"], "error: --set maxMultiplier: expected FIELD=VALUE"),
+        (["--weight", "critical"], "error: --weight critical: expected PRIORITYCLASS=WEIGHT"),
+        (
+            ["--weight", "critical=500"],
+            "error: invalid HeadroomConfig: spec.weights[0].weight: must be between 0 and 100",
+        ),
         (["--set", "bogus=1"], "error: invalid HeadroomConfig: spec.bogus: unknown field"),
         (["--config", "/nonexistent.yaml"], "error: --config /nonexistent.yaml:"),
         (["-l", "app in (web"], "error: -l 'app in (web': cannot read"),

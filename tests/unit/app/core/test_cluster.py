@@ -406,3 +406,40 @@ def test_a_changed_status_annotation_is_reported_without_waking_the_node() -> No
     assert wakeups.dirty == []
     cache.apply_pod("team-a/p", builders.wire(builders.pod("p", status_annotation="edited")))
     assert wakeups.annotated == ["team-a/p"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "pools", "expected"),
+    [
+        pytest.param(
+            [{"namespaceSelector": {"matchLabels": {"team": "x"}}}], [], {"node-1"}, id="top"
+        ),
+        pytest.param(
+            [],
+            [
+                {
+                    "name": "p",
+                    "nodeSelector": {},
+                    "weights": [{"namespaceSelector": {}, "weight": 2}],
+                }
+            ],
+            {"node-1"},
+            id="pool",
+        ),
+        # Rules by PriorityClass or pod labels do not read the namespace's labels.
+        pytest.param(
+            [{"priorityClassName": "critical", "weight": 2}], [], set(), id="not-by-namespace"
+        ),
+    ],
+)
+def test_a_namespace_label_change_wakes_its_nodes_when_a_weight_rule_reads_them(
+    weights: list[dict[str, Any]], pools: list[dict[str, Any]], expected: set[str]
+) -> None:
+    cache, wakeups = populated()
+    spec = {"weights": weights, "nodePools": pools}
+    cache.apply_config("cluster", builders.headroom_config(spec=spec))
+    wakeups.clear()
+    labels = {"kube-headroom.dev/mode": "managed", "team": "x"}
+    cache.apply_namespace("team-a", builders.namespace("team-a", labels=labels))
+    assert wakeups.nodes(prompt=False) == expected
+    assert wakeups.nodes(prompt=True) == set()

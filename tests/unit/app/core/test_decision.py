@@ -4,13 +4,20 @@ from typing import Any, Final
 import pytest
 
 from app.core.cluster import NamespaceFacts
-from app.core.config import DEFAULT_SETTINGS, Settings
-from app.core.decision import FROM_STATUS, INFEASIBLE, Backoff, Remembered, vpa_recommended
+from app.core.config import DEFAULT_SETTINGS, Settings, parse_config
+from app.core.decision import (
+    FROM_STATUS,
+    INFEASIBLE,
+    Backoff,
+    Remembered,
+    vpa_recommended,
+    weight_rule,
+)
 from app.core.eligibility import Recommended
-from app.core.pods import OwnerRef
+from app.core.pods import OwnerRef, PodInfo
 from app.core.pods import owner_ref as ref
 from app.core.views import vpa_view
-from tests.unit.app.builders import owner_ref, pod_info, vpa
+from tests.unit.app.builders import headroom_config, owner_ref, pod_info, vpa
 
 REQUESTS_ONLY: Final = [{"containerName": "*", "controlledValues": "RequestsOnly"}]
 POD: Final = pod_info(owners=[owner_ref("ReplicaSet", "web-5d8f7c9b4")])
@@ -108,3 +115,42 @@ def test_an_infeasible_report_is_acknowledged_once_acted_on(
     remembered = Remembered(reported={INFEASIBLE: reported})
     assert remembered.infeasible_acknowledged(BACKED_OFF) is acknowledged
     assert not FROM_STATUS.infeasible_acknowledged(BACKED_OFF)
+
+
+WEIGHTS: Final = parse_config(
+    headroom_config(
+        spec={
+            "weights": [
+                {
+                    "priorityClassName": "critical",
+                    "podSelector": {"matchLabels": {"app": "web"}},
+                    "weight": 8,
+                },
+                {"priorityClassName": "critical", "weight": 4},
+                {"namespaceSelector": {"matchLabels": {"tier": "batch"}}, "weight": 0},
+                {"podSelector": {"matchExpressions": [{"key": "canary", "operator": "Exists"}]}},
+            ]
+        }
+    )
+).weights
+
+
+@pytest.mark.parametrize(
+    ("pod", "namespace_labels", "expected"),
+    [
+        pytest.param(pod_info(priority_class="critical"), {}, 0, id="every-matcher-of-the-first"),
+        pytest.param(
+            pod_info(priority_class="critical", labels={"app": "db"}), {}, 1, id="first-match-wins"
+        ),
+        pytest.param(pod_info(), {"tier": "batch"}, 2, id="namespace-labels"),
+        pytest.param(pod_info(labels={"canary": ""}), {}, 3, id="pod-labels"),
+        pytest.param(pod_info(priority_class="other"), {"tier": "web"}, None, id="no-rule"),
+        pytest.param(pod_info(), None, None, id="namespace-unknown"),
+    ],
+)
+def test_a_pod_takes_the_first_weight_rule_that_matches_it(
+    pod: PodInfo, namespace_labels: dict[str, str] | None, expected: int | None
+) -> None:
+    lookups = NamespaceFacts(namespace="team-a", labels=namespace_labels)
+    rule = weight_rule(WEIGHTS, pod, lookups)
+    assert rule is (None if expected is None else WEIGHTS[expected])

@@ -89,6 +89,16 @@ def test_factor_has_two_decimals(factor: Fraction, text: str) -> None:
             "1500m -> 3000m (node factor 2.00, slack 8/16 cores, VPA upper bound 3000m)",
             id="vpa-upper-bound",
         ),
+        pytest.param(
+            {"weight": 4, "weight_rule": "spec.weights[0]"},
+            "1500m -> 3000m (node factor 2.00, slack 8/16 cores, weight 4 by spec.weights[0])",
+            id="weighted",
+        ),
+        pytest.param(
+            {"weight": 1, "weight_rule": "spec.weights[2]"},
+            "1500m -> 3000m (node factor 2.00, slack 8/16 cores)",
+            id="weight-1-by-a-rule",
+        ),
     ],
 )
 def test_event_message(changes: dict[str, Any], message: str) -> None:
@@ -127,6 +137,30 @@ def test_explain_carries_the_vpa_target_that_set_the_target() -> None:
         DEFAULT_SETTINGS,
     )
     assert explain(node, node.pods[0], dry_run=False).vpa_upper_bound_m == 1500
+
+
+@pytest.mark.parametrize(
+    ("weight", "expected"),
+    [
+        pytest.param(4, {"weight": 4, "weightRule": "spec.weights[0]"}, id="weighted"),
+        pytest.param(0, {"weight": 0, "weightRule": "spec.weights[0]"}, id="weight-0"),
+        # Everyone's weight by default: the annotation is byte for byte an unweighted one.
+        pytest.param(1, {}, id="weight-1"),
+    ],
+)
+def test_the_weight_is_named_only_when_a_rule_changed_it(
+    weight: int, expected: dict[str, object]
+) -> None:
+    pod = managed_pod("p", 500)
+    node = compute_node(node_input([pod], weights={"p": weight}), DEFAULT_SETTINGS)
+    explanation = explain(node, node.pods[0], dry_run=False)
+    assert (explanation.weight, explanation.weight_rule) == (weight, "spec.weights[p]")
+    fields = json.loads(
+        status_annotation(
+            replace(explanation, weight_rule="spec.weights[0]"), previous=None, now=NOW
+        )
+    )
+    assert {key: fields[key] for key in ("weight", "weightRule") if key in fields} == expected
 
 
 def test_dry_run_is_marked_only_when_true() -> None:

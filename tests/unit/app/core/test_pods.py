@@ -17,6 +17,7 @@ from app.core.pods import (
     qos_class,
     resource_facts,
     shared_facts,
+    shared_labels,
 )
 from app.core.quantity import QuantityError
 from tests.unit.app.builders import (
@@ -33,6 +34,14 @@ SIDECAR = container("proxy", cpu_request="100m", restart_policy="Always")
 PLAIN_INIT = container("migrate", cpu_request="2", memory_request="1Gi")
 
 
+def test_pods_with_the_same_labels_share_one_copy_and_null_values_read_as_absent() -> None:
+    first = pod_info("a", labels={"app": "web", "tier": "gold"})
+    second = pod_info("b", labels={"app": "web", "tier": "gold"})
+    assert first.labels is second.labels
+    assert shared_labels({"app": "web", "gone": None}) == {"app": "web"}
+    assert shared_labels(None) == shared_labels({}) == {}
+
+
 def test_strips_a_pod_to_what_the_policy_needs() -> None:
     info = pod_info(
         "web-1",
@@ -47,8 +56,9 @@ def test_strips_a_pod_to_what_the_policy_needs() -> None:
     assert (info.namespace, info.name, info.uid) == ("team-b", "web-1", "uid-team-b-web-1")
     assert info.key == "team-b/web-1"
     assert (info.node_name, info.phase, info.facts.qos_class) == ("node-7", "Running", "Burstable")
-    # Only the opt-out label is kept; the rest would only cost memory.
-    assert info.labels == {"kube-headroom.dev/mode": "unmanaged"}
+    # Every label: weight rules select pods by label.
+    assert info.labels == {"app": "web", "kube-headroom.dev/mode": "unmanaged"}
+    assert info.priority_class == ""
     assert info.owners == (
         OwnerRef(kind="ReplicaSet", api_group="apps", name="web-5d8f", controller=True),
         OwnerRef(kind="Node", api_group="", name="n", controller=True),

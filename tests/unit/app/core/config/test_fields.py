@@ -7,7 +7,7 @@ from typing import Any, Final
 import pytest
 
 from app.core.config import Operator, kinds, validate_config
-from app.core.config.fields import MAX_NODE_POOLS, NodePools, Owners
+from app.core.config.fields import MAX_NODE_POOLS, MAX_WEIGHT_RULES, NodePools, Owners, WeightRules
 from tests.unit.app.builders import headroom_config
 from tests.unit.app.core.config.rows import Row, Schema, crd_schema, field_rows, schema_fields
 
@@ -68,6 +68,10 @@ def _expected_shape(row: Row) -> dict[str, Any]:
         return {"type": "string", "enum": list(kind.values)}
     if isinstance(kind, NodePools):
         return {"type": "array", "maxItems": MAX_NODE_POOLS, "rules": [_UNIQUE_NAMES]}
+    if isinstance(kind, WeightRules):
+        return {"type": "array", "maxItems": MAX_WEIGHT_RULES}
+    if isinstance(kind, kinds.ObjectName):
+        return {"type": "string"}
     if isinstance(kind, Owners | kinds.StringList):
         return {"type": "array"}
     raise AssertionError(f"no schema is known for {kind!r}: add it here")

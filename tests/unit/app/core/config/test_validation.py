@@ -8,8 +8,10 @@ from app.core.config import (
     DEFAULT_SETTINGS,
     ConfigError,
     OwnerExclusion,
+    WeightRule,
     parse_config,
     parse_label_selector,
+    settings_for_node,
     validate_config,
 )
 from tests.unit.app.builders import FULL_SPEC, headroom_config
@@ -66,6 +68,15 @@ FULL_SPEC_SETTINGS: dict[str, Any] = {
     ),
     "excluded_node_selector": parse_label_selector(
         {"matchExpressions": [{"key": "pool", "operator": "Exists"}]}
+    ),
+    "weights": (
+        WeightRule(path="spec.weights[0]", weight=4, priority_class="critical"),
+        WeightRule(
+            path="spec.weights[1]",
+            weight=0,
+            namespace_selector=parse_label_selector({"matchLabels": {"team": "a"}}),
+            pod_selector=parse_label_selector({}),
+        ),
     ),
 }
 
@@ -210,6 +221,32 @@ def _spec_error(spec: dict[str, Any], *paths: str, id: str) -> Any:
         _spec_error(
             {"excludedOwners": {"kind": "Job"}}, "spec.excludedOwners", id="owners-not-list"
         ),
+        _spec_error({"weights": {"weight": 2}}, "spec.weights", id="weights-not-list"),
+        _spec_error(
+            {
+                "weights": [
+                    "critical",
+                    {"priorityClassName": "Critical_1", "weight": 101, "owner": "me"},
+                    {"podSelector": {"matchLabels": {"a": "b c"}}, "weight": "4"},
+                    {"namespaceSelector": [], "weight": -1},
+                ]
+            },
+            "spec.weights[0]",
+            "spec.weights[1].owner",
+            "spec.weights[1].priorityClassName",
+            "spec.weights[1].weight",
+            "spec.weights[2].podSelector.matchLabels[a]",
+            "spec.weights[2].weight",
+            "spec.weights[3].namespaceSelector",
+            "spec.weights[3].weight",
+            id="bad-weight-rules",
+        ),
+        _spec_error({"weights": [{"weight": 1}] * 65}, "spec.weights", id="too-many-weight-rules"),
+        _spec_error(
+            {"nodePools": [{"name": "web", "nodeSelector": {}, "weights": [{"weight": 200}]}]},
+            "spec.nodePools[0].weights[0].weight",
+            id="bad-pool-weight",
+        ),
         _spec_error({"excludedOwners": ["Job"]}, "spec.excludedOwners[0]", id="owner-not-object"),
         _spec_error(
             {"excludedOwners": [{"name": "x"}]},
@@ -315,6 +352,77 @@ def test_a_valid_config_is_allowed_without_warnings() -> None:
             ["spec.excludedOwners[1].apiGroup"],
             id="owner-core-group",
         ),
+        pytest.param(
+            {
+                "weights": [
+                    {"priorityClassName": "critical", "weight": 4},
+                    {"namespaceSelector": {"matchLabels": {"tier": "gold"}}, "weight": 2},
+                    {"podSelector": {"matchLabels": {"batch": "true"}}, "weight": 0},
+                    {"weight": 1},
+                ]
+            },
+            [],
+            id="weights-each-reachable",
+        ),
+        pytest.param(
+            {
+                "weights": [
+                    {"namespaceSelector": {"matchLabels": {"tier": "gold"}}, "weight": 2},
+                    {
+                        "priorityClassName": "critical",
+                        "namespaceSelector": {"matchLabels": {"tier": "gold", "x": "y"}},
+                        "weight": 4,
+                    },
+                    {"weight": 3},
+                    {"priorityClassName": "critical", "weight": 5},
+                ]
+            },
+            ["spec.weights[1]", "spec.weights[3]"],
+            id="weights-shadowed",
+        ),
+        pytest.param(
+            {
+                "weights": [
+                    {
+                        "namespaceSelector": {
+                            "matchExpressions": [
+                                {"key": "kube-headroom.dev/mode", "operator": "DoesNotExist"}
+                            ]
+                        },
+                        "weight": 2,
+                    },
+                    {
+                        "podSelector": {
+                            "matchLabels": {"a": "x"},
+                            "matchExpressions": [
+                                {"key": "a", "operator": "NotIn", "values": ["x"]}
+                            ],
+                        },
+                        "weight": 2,
+                    },
+                ]
+            },
+            ["spec.weights[0].namespaceSelector", "spec.weights[1].podSelector"],
+            id="weights-that-match-nothing",
+        ),
+        pytest.param(
+            {"weights": [{"podSelector": {"matchLabels": {"tier": "gold"}}, "weight": 4}]},
+            ["spec.weights[0].podSelector"],
+            id="weight-a-tenant-can-claim",
+        ),
+        pytest.param(
+            {
+                "nodePools": [
+                    {
+                        "name": "web",
+                        "nodeSelector": {},
+                        "weights": [{"weight": 2}, {"priorityClassName": "critical"}],
+                    }
+                ]
+            },
+            ["spec.nodePools[0].weights[1]"],
+            id="pool-weights-shadowed",
+        ),
     ],
 )
 def test_risky_but_legal_settings_warn(spec: dict[str, Any], paths: list[str]) -> None:
@@ -322,6 +430,32 @@ def test_risky_but_legal_settings_warn(spec: dict[str, Any], paths: list[str]) -
     assert result.allowed
     assert [warning.path for warning in result.warnings] == paths
     assert all(str(warning).startswith(warning.path + ": ") for warning in result.warnings)
+
+
+def test_a_pools_weights_replace_the_top_level_ones_on_its_nodes() -> None:
+    settings = parse_config(
+        headroom_config(
+            spec={
+                "weights": [{"priorityClassName": "critical", "weight": 4}],
+                "nodePools": [
+                    {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}},
+                    {
+                        "name": "web",
+                        "nodeSelector": {"matchLabels": {"pool": "web"}},
+                        "weights": [{"priorityClassName": "critical", "weight": 8}],
+                    },
+                ],
+            }
+        )
+    )
+    top = settings.weights
+    assert [(rule.path, rule.weight) for rule in top] == [("spec.weights[0]", 4)]
+    batch, _ = settings_for_node(settings, {"pool": "batch"})
+    web, _ = settings_for_node(settings, {"pool": "web"})
+    assert batch.weights == top
+    assert [(rule.path, rule.weight) for rule in web.weights] == [
+        ("spec.nodePools[1].weights[0]", 8)
+    ]
 
 
 def test_generation_that_is_not_an_integer_is_ignored() -> None:

@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 
+from app.core.config import WeightRule
 from app.core.limitrange import LimitRangeCaps
 from app.core.pods import PodInfo
 from app.core.policy import NodeInput
@@ -55,9 +56,10 @@ def node_input(
     unmanaged_m: int = 0,
     limit_ranges: Mapping[str, LimitRangeCaps] | None = None,
     vpa_floors: Mapping[str, Mapping[str, int]] | None = None,
+    weights: Mapping[str, int] | None = None,
 ) -> NodeInput:
     """A node whose R is the managed pods' requests plus ``unmanaged_m``; ``vpa_floors``
-    by pod name."""
+    and ``weights`` (each pod's own rule) by pod name."""
     return NodeInput(
         name="node-1",
         allocatable_m=allocatable_m,
@@ -67,4 +69,14 @@ def node_input(
         vpa_floors={
             pod.uid: (vpa_floors or {})[pod.name] for pod in pods if pod.name in (vpa_floors or {})
         },
+        weights={
+            pod.uid: weight_rule(pod.name, (weights or {})[pod.name])
+            for pod in pods
+            if pod.name in (weights or {})
+        },
     )
+
+
+def weight_rule(name: str, weight: int) -> WeightRule:
+    """A rule, named for the pod it is meant for, with ``weight``."""
+    return WeightRule(path=f"spec.weights[{name}]", weight=weight)

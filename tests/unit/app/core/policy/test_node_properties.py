@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from app.core.config import DEFAULT_SETTINGS, Settings
 from app.core.limitrange import LimitRangeCaps
 from app.core.pods import PodInfo
-from app.core.policy import NodeInput, Reason, compute_node
-from tests.unit.app.core.policy.inputs import managed_pod, node_input
+from app.core.policy import NodeInput, NodeResult, Reason, compute_node
+from tests.unit.app.core.policy.inputs import managed_pod, node_input, weight_rule
 
 # Building pods through the dict builders is slow under a loaded CI machine.
 relaxed = settings(deadline=None)
@@ -64,11 +64,16 @@ def nodes(draw: st.DrawFn, *, simple: bool = False) -> NodeInput:
             container_max_m=draw(st.one_of(st.none(), st.integers(1, 8000))),
             pod_max_m=draw(st.one_of(st.none(), st.integers(1, 16000))),
         )
+    # Some pods weighed by a rule (0 included); the others weigh 1.
+    weights = {
+        pod.name: draw(st.integers(0, 8)) for pod in pods if not simple and draw(st.booleans())
+    }
     return node_input(
         pods,
         allocatable_m=draw(st.integers(0, 64000)),
         unmanaged_m=draw(st.integers(0, 32000)),
         limit_ranges=limit_ranges,
+        weights=weights,
     )
 
 
@@ -175,3 +180,58 @@ def test_deterministic_and_independent_of_pod_order(
     assert sorted(again.pods, key=lambda p: p.pod.name) == sorted(
         first.pods, key=lambda p: p.pod.name
     )
+
+
+def _unweighted(result: NodeResult) -> NodeResult:
+    return replace(result, pods=tuple(pod._replace(weight_rule=None) for pod in result.pods))
+
+
+@relaxed
+@given(nodes(), policy_settings())
+def test_every_weight_1_is_the_unweighted_policy(node: NodeInput, config: Settings) -> None:
+    unweighted = replace(node, weights={})
+    ones = replace(node, weights={pod.uid: weight_rule(pod.name, 1) for pod in node.pods})
+    assert _unweighted(compute_node(ones, config)) == compute_node(unweighted, config)
+
+
+@relaxed
+@given(nodes(simple=True), st.data())
+def test_weighted_bursts_add_up_to_the_slack(node: NodeInput, data: st.DataObject) -> None:
+    weights = {pod.name: data.draw(st.integers(0, 8)) for pod in node.pods}
+    weighted = replace(
+        node, weights={pod.uid: weight_rule(pod.name, weights[pod.name]) for pod in node.pods}
+    )
+    assume(node.allocatable_m > node.booked_m and any(weights.values()))
+    result = compute_node(weighted, SIMPLE)
+    bursts = [pod.target_m - pod.request_m for pod in result.pods]
+    # Each share is rounded on its own: at most half a millicore off each.
+    assert abs(sum(bursts) - result.slack_m) * 2 <= len(bursts)
+    for pod, burst in zip(result.pods, bursts, strict=True):
+        if weights[pod.pod.name] == 0:
+            assert burst == 0
+
+
+@relaxed
+@given(nodes(), policy_settings(), st.data())
+def test_a_heavier_weight_never_lowers_the_pod_nor_raises_another(
+    node: NodeInput, config: Settings, data: st.DataObject
+) -> None:
+    heavier = data.draw(st.sampled_from(list(node.pods)))
+    rule = node.weights.get(heavier.uid)
+    weight = 1 if rule is None else rule.weight
+    raised = replace(
+        node,
+        weights={
+            **node.weights,
+            heavier.uid: weight_rule(heavier.name, weight + data.draw(st.integers(1, 8))),
+        },
+    )
+    before = compute_node(node, config).pods
+    after = compute_node(raised, config).pods
+    for old, new in zip(before, after, strict=True):
+        if old.reason is Reason.QOS_GUARD or new.reason is Reason.QOS_GUARD:
+            continue
+        if new.pod.uid == heavier.uid:
+            assert new.target_m >= old.target_m
+        else:
+            assert new.target_m <= old.target_m
