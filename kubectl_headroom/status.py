@@ -161,6 +161,7 @@ def overrides_text(pool: NodePool) -> list[str]:
         ("deadband.shrinkPercent", o.shrink_percent, str),
         ("dryRun", o.dry_run, lambda flag: str(flag).lower()),
         ("initialMultiplier", o.initial_multiplier, _number),
+        ("weights", o.weights, lambda rules: f"{len(rules)} rule{'' if len(rules) == 1 else 's'}"),
     )
     return [f"{name}={show(value)}" for name, value, show in fields if value is not None]
 

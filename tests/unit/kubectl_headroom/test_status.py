@@ -77,7 +77,12 @@ def test_status_lists_the_pools_with_their_nodes_mode_and_overrides() -> None:
             "deadband": {"growPercent": 20},
         },
         {"name": "batch", "nodeSelector": {"matchLabels": {"pool": "batch"}}, "dryRun": True},
-        {"name": "gpu", "nodeSelector": {"matchLabels": {"pool": "gpu"}}, "quantum": "1"},
+        {
+            "name": "gpu",
+            "nodeSelector": {"matchLabels": {"pool": "gpu"}},
+            "quantum": "1",
+            "weights": [{"priorityClassName": "critical", "weight": 4}, {"weight": 0}],
+        },
     ]
     config = b.headroom_config(spec={"dryRun": False, "nodePools": pools})
     status = summarize(
@@ -95,7 +100,12 @@ def test_status_lists_the_pools_with_their_nodes_mode_and_overrides() -> None:
             "overrides": ["maxMultiplier=2.5", "deadband.growPercent=20"],
         },
         {"name": "batch", "nodes": 1, "mode": "dry-run", "overrides": ["dryRun=true"]},
-        {"name": "gpu", "nodes": 0, "mode": "enforcing", "overrides": ["quantum=1"]},
+        {
+            "name": "gpu",
+            "nodes": 0,
+            "mode": "enforcing",
+            "overrides": ["quantum=1", "weights=2 rules"],
+        },
     ]
     assert status.nodes_without_pool == 1
 
