@@ -76,6 +76,7 @@ def test_empty_spec_reads_back_with_every_default(
         "excludedNamespaces": ["kube-system"],
         "excludedOwners": [],
         "excludedContainers": [],
+        "weights": [],
         "nodePools": [],
     }
 
