@@ -454,22 +454,25 @@ def test_the_runbook_series_are_queryable(
     def missing() -> list[str]:
         return [name for name in names if not prometheus.query(f'{{__name__=~"{name}(_count)?"}}')]
 
-    # A pool's series exists while the pool has managed pods: a pool without overrides
-    # around web's node changes no limit.
+    # A pool's series exists while the pool has managed pods, a weight rule's while it
+    # matches some: a pool without overrides around web's node, and a rule of weight 1 for
+    # every pod, change no limit.
     pods = json.loads(stack.kubectl("get", "pods", "-n", enforcing, "-o", "json"))["items"]
     node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"].startswith("web-"))
     stack.kubectl("label", "node", node, "pool=e2e")
     pool = {"name": "e2e", "nodeSelector": {"matchLabels": {"pool": "e2e"}}}
+    weights = [{"podSelector": {}, "weight": 1}]
     stack.kubectl(
         "patch", "hcfg", "cluster", "--type", "merge",
-        "-p", json.dumps({"spec": {"nodePools": [pool]}}),
+        "-p", json.dumps({"spec": {"nodePools": [pool], "weights": weights}}),
     )  # fmt: skip
     try:
-        eventually(lambda: not missing(), timeout=90, what=f"every runbook series ({missing()})")
+        eventually(lambda: not missing(), timeout=90, what="every runbook series")
     finally:
         stack.kubectl(
-            "patch", "hcfg", "cluster", "--type", "merge", "-p", '{"spec":{"nodePools":null}}'
-        )
+            "patch", "hcfg", "cluster", "--type", "merge",
+            "-p", '{"spec":{"nodePools":null,"weights":null}}',
+        )  # fmt: skip
         stack.kubectl("label", "node", node, "pool-")
     limit = prometheus.query(f'headroom_pod_limit_cores{{namespace="{enforcing}"}}')
     stack.say(f"    {len(names)} runbook series present; web's limit {limit[0]['value'][1]} cores")
