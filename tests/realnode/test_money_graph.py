@@ -44,6 +44,7 @@ NEIGHBOUR_SIDECARS = (
 )
 BOOKED_LIMIT, FREE_LIMIT = 0.45, 1.5
 POOL = {"name": "workload", "nodeSelector": {"matchLabels": {"kubernetes.io/hostname": NODE}}}
+WEIGHT_1 = {"podSelector": {}, "weight": 1}
 
 
 def overlay() -> tuple[str, str]:
@@ -120,8 +121,9 @@ def test_the_money_graph_and_every_panel(
     start_prometheus: Callable[[Reconciler], Prometheus],
     pytestconfig: pytest.Config,
 ) -> None:
-    # A node pool, so the "by node pool" panel has one.
-    scene.enforce(nodePools=[POOL])
+    # A node pool and a weight rule, so the "by node pool" and "by weight rule" panels
+    # have one each; a rule of weight 1 changes no limit.
+    scene.enforce(nodePools=[POOL], weights=[WEIGHT_1])
     reconciler = scene.start_reconciler()
     prometheus = start_prometheus(reconciler)
     began = time.time()
@@ -168,3 +170,7 @@ def test_the_money_graph_and_every_panel(
     say(pytestconfig, f"all {len(panel_exprs())} panel queries returned data")
     pool: list[tuple[Labels, float]] = prometheus.query("headroom_pool_pods_managed")
     assert [(labels.get("pool"), value) for labels, value in pool] == [("workload", 1.0)]
+    weighted: list[tuple[Labels, float]] = prometheus.query("headroom_weight_rule_pods_managed")
+    assert [(labels.get("rule"), labels.get("weight"), value) for labels, value in weighted] == [
+        ("spec.weights[0]", "1", 1.0)
+    ]
