@@ -118,6 +118,8 @@ def test_no_resize_goes_out_after_a_stop_is_observed(
         f"stop stored; observed {observed - stored.received:+.2f} s, "
         f"last resize received {last - stored.received:+.2f} s from it"
     )
-    # Frozen, not removed: every pod the wave reached keeps the limit it got.
-    limited = [json.dumps(pods.cpu_limits(f"p{i}")) for i in range(WAVE)]
-    assert sum(1 for limits in limited if limits != "[null]") == len(applied)
+    # Frozen, not removed: every pod the wave reached keeps the limit it got. A pod can be
+    # resized twice (its target falls as neighbours arrive), so count pods, not patches.
+    reached = {w.name for w in applied}
+    limited = {f"p{i}" for i in range(WAVE) if json.dumps(pods.cpu_limits(f"p{i}")) != "[null]"}
+    assert limited == reached
