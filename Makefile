@@ -145,12 +145,12 @@ undeploy: ## Uninstall the operator chart
 helm-template: ## Render the operator chart locally, with IMG as make deploy sets it
 	$(HELM) template kube-headroom chart/kube-headroom --namespace $(NAMESPACE) $(IMAGE_VALUES)
 
-# The image's base: any Debian-based image whose python3 is 3.11 (the Dockerfile's default
+# The image's build base: any Debian bookworm image with apt (the Dockerfile's default
 # when empty). make e2e builds one locally with debootstrap.
-PYTHON_IMAGE ?=
+BASE_IMAGE ?=
 .PHONY: docker-build
-docker-build: ## Build the image with docker, podman or buildah: make docker-build IMG=… [PYTHON_IMAGE=…]
-	BUILD_ARGS="$(if $(PYTHON_IMAGE),PYTHON_IMAGE=$(PYTHON_IMAGE))" bash hack/image-build.sh $(IMG)
+docker-build: ## Build the image with docker, podman or buildah: make docker-build IMG=… [BASE_IMAGE=…]
+	BUILD_ARGS="$(if $(BASE_IMAGE),BASE_IMAGE=$(BASE_IMAGE))" bash hack/image-build.sh $(IMG)
 
 E2E_ARGS ?=
 .PHONY: e2e

@@ -82,7 +82,7 @@ inputs_key() {  # the base image and the given files' contents
 image=localhost/kube-headroom:e2e
 reuse "$image" "$(find Dockerfile .dockerignore pyproject.toml README.md app certs webhook \
   reconciler -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | inputs_key)" \
-  make --no-print-directory docker-build IMG="$image" PYTHON_IMAGE="$base"
+  make --no-print-directory docker-build IMG="$image" BASE_IMAGE="$base"
 
 # The Prometheus server and the operator's config reloader, on the same base.
 export BUILD_ARGS="BASE_IMAGE=$base"
