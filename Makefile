@@ -60,7 +60,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers on one boot of the fleet
 	bash hack/tiers.sh $(XDIST) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -153,9 +153,10 @@ docker-build: ## Build the image with docker, podman or buildah: make docker-bui
 	BUILD_ARGS="$(if $(BASE_IMAGE),BASE_IMAGE=$(BASE_IMAGE))" bash hack/image-build.sh $(IMG)
 
 E2E_ARGS ?=
+E2E_TESTS ?= tests/e2e
 .PHONY: e2e
-e2e: $(STAMP) control-plane ## The install path for real: image, containers, cert-manager, Prometheus, OCI (root)
-	E2E_ARGS="$(E2E_ARGS)" bash hack/e2e.sh
+e2e: $(STAMP) control-plane ## The install path for real: image, OCI, cert-manager, Prometheus, the chart's pods on real kubelets (root)
+	E2E_ARGS="$(E2E_ARGS)" E2E_TESTS="$(E2E_TESTS)" bash hack/e2e.sh
 
 REALNODE_ARGS ?=
 .PHONY: realnode

@@ -213,6 +213,9 @@ def start_prometheus_operator(
             str(paths.prometheus_operator_bin / "prometheus-operator"),
             f"--web.listen-address=127.0.0.1:{port}",
             f"--prometheus-config-reloader={reloader_image}",
+            # The reloader's default CPU limit (10m) starves a Go program on an emulated
+            # node: the init container alone took minutes to start.
+            "--config-reloader-cpu-limit=0",
             "--log-level=info",
         ],
         log_dir=log_dir,

@@ -1,19 +1,15 @@
-"""Podman for the end-to-end install path.
+"""Podman for the images: the build store.
 
-Two stores, each a podman configuration of its own (``containers.conf``, ``storage.conf``
-and ``registries.conf`` written here and selected through ``CONTAINERS_*`` variables, so
-the machine's own configuration is never read or changed):
+One podman configuration of its own (``containers.conf``, ``storage.conf`` and
+``registries.conf`` written here and selected through ``CONTAINERS_*`` variables, so the
+machine's own configuration is never read or changed), cached beside the control plane's
+binaries, where the images are built once and reused and from which they are pushed to
+the registry the real nodes pull from.
 
-- the *build* store, cached beside the control plane's binaries, where the images are
-  built once and reused;
-- a *node* store per run, which starts empty and pulls every image the chart's pods run
-  from the local registry, as a node would.
-
-Both use runc (crun refuses a hybrid cgroup v1 host), the vfs storage driver, the
-cgroupfs manager and an open-files limit below the host's hard limit. Every container
-and build step runs under a cgroup parent of the harness's own (runc creates it; the
-harness removes it): ``/headroom-build`` for build steps, which podman places directly in
-that cgroup, and ``/headroom-e2e-<run>`` for a run's containers.
+It uses runc (crun refuses a hybrid cgroup v1 host), the vfs storage driver, the cgroupfs
+manager and an open-files limit below the host's hard limit. Every container and build
+step runs under ``/headroom-build``, a cgroup parent of the harness's own (runc creates
+it; ``release`` removes it), where podman places build steps directly.
 
 ``python -m devcluster.containers env`` prints the build store's variables for shell use.
 """
@@ -51,20 +47,11 @@ def cache_root() -> Path:
 
 
 @dataclass(frozen=True)
-class Mirror:
-    """Pull ``prefix`` (e.g. ``ghcr.io/karlkfi/kube-headroom``) from ``location`` instead."""
-
-    prefix: str
-    location: str
-
-
-@dataclass(frozen=True)
 class Engine:
     """One podman configuration rooted at ``root``."""
 
     root: Path
     cgroup_parent: str
-    mirrors: tuple[Mirror, ...] = ()
 
     @property
     def runroot(self) -> Path:
@@ -88,13 +75,7 @@ class Engine:
         (self.root / "storage.conf").write_text(
             f'[storage]\ndriver = "vfs"\ngraphroot = "{self.storage}"\nrunroot = "{self.runroot}"\n'
         )
-        registries = ["unqualified-search-registries = []\n"]
-        for mirror in self.mirrors:
-            registries.append(
-                f'[[registry]]\nprefix = "{mirror.prefix}"\nlocation = "{mirror.prefix}"\n'
-                f'[[registry.mirror]]\nlocation = "{mirror.location}"\n'
-            )
-        (self.root / "registries.conf").write_text("".join(registries))
+        (self.root / "registries.conf").write_text("unqualified-search-registries = []\n")
 
     def environ(self) -> dict[str, str]:
         return {

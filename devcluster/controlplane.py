@@ -42,6 +42,7 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # can write kubelet-owned status (resize conditions) itself.
 KWOK_CUSTOM_STATUS_ANNOTATION = "kwok.x-k8s.io/status"
 SERVICE_CIDR = "10.0.0.0/24"
+PROXY_USER = "system:kube-proxy"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -96,7 +97,9 @@ class KubeletAccess:
     client certificate of its own, verifying their serving certificates against the same
     CA. It listens on every address of its network namespace, ``address`` (the one the
     kubelets dial) on its certificate: use it only in a namespace of its own
-    (``devcluster.realnet``).
+    (``devcluster.realnet``). It advertises ``address`` too, so the ``kubernetes``
+    Service's endpoint is where pods reach it, through each node's kube-proxy (which
+    authenticates as ``system:kube-proxy``, with ``ControlPlane.proxy_token``).
     """
 
     address: str
@@ -114,6 +117,8 @@ class ControlPlane:
     work_dir: Path
     bin_dir: Path = field(default_factory=locate_binaries)
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    # kube-proxy's, on real nodes: the bootstrap policy binds system:node-proxier to it.
+    proxy_token: str = field(default_factory=lambda: secrets.token_hex(16))
     startup_timeout: float = 120.0
     extra_apiserver_args: tuple[str, ...] = ()
     kubelets: KubeletAccess | None = None
@@ -313,7 +318,10 @@ class ControlPlane:
     def _start_apiserver(self) -> None:
         self.apiserver_port = free_port()
         tokens = self.pki_dir / "tokens.csv"
-        tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        users = [f'{self.token},admin,admin-uid,"system:masters"']
+        if self.kubelets is not None:
+            users.append(f"{self.proxy_token},{PROXY_USER},kube-proxy-uid")
+        tokens.write_text("".join(f"{user}\n" for user in users))
         tokens.chmod(0o600)
         audit_policy = self.work_dir / "audit-policy.json"
         audit_policy.write_text(json.dumps(AUDIT_POLICY))
@@ -329,9 +337,7 @@ class ControlPlane:
                 f"--client-ca-file={pki / 'ca.crt'}",
                 f"--secure-port={self.apiserver_port}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                # Loopback cannot back the kubernetes Service endpoints; nothing here needs them.
-                "--endpoint-reconciler-type=none",
+                *self._advertised(),
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 # Repeating this (list) flag would add modes, so it is given once.
                 f"--authorization-mode={'RBAC' if self.kubelets is None else 'Node,RBAC'}",
@@ -358,6 +364,12 @@ class ControlPlane:
             ],
         )
         self._wait(proc, lambda: self._api_get("/readyz") == "ok", "/readyz")
+
+    def _advertised(self) -> list[str]:
+        if self.kubelets is None:
+            # Loopback cannot back the kubernetes Service endpoints; nothing here needs them.
+            return ["--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none"]
+        return [f"--advertise-address={self.kubelets.address}", "--endpoint-reconciler-type=lease"]
 
     def _kubelet_args(self) -> list[str]:
         if self.kubelets is None:

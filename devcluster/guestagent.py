@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 # A unix socket path must fit in sun_path.
 MAX_SOCKET_PATH = 107
@@ -58,23 +59,35 @@ class GuestAgent:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
-    def read(self, *patterns: str, tail: int = 0, timeout: float | None = None) -> dict[str, str]:
-        """Every file matching the globs ``patterns`` in the guest (the last ``tail``
-        bytes of each, when given): path to content. Files that vanish while being read
-        are left out."""
+    def _ask(self, request: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         with self._lock:
             self._next_id += 1
             request_id = self._next_id
             sock = self._connected()
-            request = {"id": request_id, "read": list(patterns), "tail": tail}
-            sock.sendall(json.dumps(request).encode() + b"\n")
+            sock.sendall(json.dumps({"id": request_id, **request}).encode() + b"\n")
             while True:
-                answer = json.loads(self._line(sock, deadline))
+                answer: dict[str, Any] = json.loads(self._line(sock, deadline))
                 # A late answer to a request that timed out comes first: skip it.
                 if answer.get("id") == request_id:
-                    files: dict[str, str] = answer.get("files") or {}
-                    return files
+                    return answer
+
+    def read(self, *patterns: str, tail: int = 0, timeout: float | None = None) -> dict[str, str]:
+        """Every file matching the globs ``patterns`` in the guest (the last ``tail``
+        bytes of each, when given): path to content. Files that vanish while being read
+        are left out."""
+        answer = self._ask({"read": list(patterns), "tail": tail}, timeout)
+        files: dict[str, str] = answer.get("files") or {}
+        return files
+
+    def shift_clock(self, seconds: float) -> str:
+        """Move the guest's wall clock by ``seconds`` (back, when negative); the guest's
+        new time. A fault injection: what the guest's daemons do once a time has come."""
+        answer = self._ask({"shiftClockMillis": round(seconds * 1000)}, None)
+        if answer.get("errors"):
+            raise GuestAgentError(f"the guest's clock did not move: {answer['errors']}")
+        clock: str = answer["clock"]
+        return clock
 
     def wait(self, *, timeout: float) -> None:
         """Until the agent answers (the guest has booted far enough to start it)."""

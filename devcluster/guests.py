@@ -5,7 +5,8 @@ control plane as an ordinary node.
 A guest is configured at boot from a read-only 9p share holding its ``node.env`` (name,
 address, routes, kubelet flags), its kubeconfig and certificates (a client certificate
 for ``system:node:<name>`` signed by the control plane's CA, and a serving certificate
-for the API server to verify), its KubeletConfiguration and its CNI configuration. The
+for the API server to verify), its KubeletConfiguration and its CNI configuration, and
+kube-proxy's configuration and kubeconfig (``system:kube-proxy``'s token). The
 root disk is booted with ``snapshot=on``: every boot starts from the pristine image.
 ``hack/realnode/node-init`` is what runs in it.
 
@@ -30,7 +31,14 @@ from typing import Any, Literal
 from devcluster.binaries import kubernetes_version
 from devcluster.controlplane import ControlPlane, die_with_parent
 from devcluster.guestagent import GuestAgent
-from devcluster.realnet import mac_address, node_address, pod_cidr, pod_routes, tap_name
+from devcluster.realnet import (
+    POD_NETWORK,
+    mac_address,
+    node_address,
+    pod_cidr,
+    pod_routes,
+    tap_name,
+)
 
 QEMU = "qemu-system-x86_64"
 # Where hack/realnode/node-init mounts the per-boot share.
@@ -196,6 +204,24 @@ def cni_configuration(spec: NodeSpec) -> dict[str, Any]:
     }
 
 
+def kube_proxy_configuration(spec: NodeSpec) -> dict[str, Any]:
+    """The guest's KubeProxyConfiguration: nftables mode, the kernel's conntrack table
+    left as it is, metrics and health on loopback only."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "nftables",
+        "clientConnection": {"kubeconfig": f"{CONFIG_MOUNT}/kube-proxy.kubeconfig"},
+        "hostnameOverride": spec.name,
+        "bindAddress": spec.address,
+        "clusterCIDR": str(POD_NETWORK),
+        "conntrack": {"maxPerCore": 0},
+        "metricsBindAddress": "127.0.0.1:10249",
+        "healthzBindAddress": "127.0.0.1:10256",
+        "logging": {"format": "text", "verbosity": 2},
+    }
+
+
 def node_environment(spec: NodeSpec, *, indices: list[int]) -> str:
     """``node.env``, sourced by the guest's init."""
     labels = ",".join(f"{key}={value}" for key, value in sorted(spec.labels.items()))
@@ -208,6 +234,26 @@ def node_environment(spec: NodeSpec, *, indices: list[int]) -> str:
         "KUBELET_ARGS": f"--node-labels={labels}" if labels else "",
     }
     return "".join(f"{key}={shlex.quote(value)}\n" for key, value in values.items())
+
+
+def kubeconfig(plane: ControlPlane, user: Mapping[str, str]) -> dict[str, Any]:
+    """A kubeconfig for a node daemon: the API server as the guests dial it, ``user``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": plane.kubelet_server,
+                    "certificate-authority": f"{CONFIG_MOUNT}/ca.crt",
+                },
+            }
+        ],
+        "users": [{"name": "node", "user": dict(user)}],
+        "contexts": [{"name": "node", "context": {"cluster": "local", "user": "node"}}],
+        "current-context": "node",
+    }
 
 
 @dataclass
@@ -263,32 +309,19 @@ class Guest:
             (pki.serving_key, "serving.key"),
         ):
             shutil.copyfile(source, config / name)
-        kubeconfig = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "local",
-                    "cluster": {
-                        "server": plane.kubelet_server,
-                        "certificate-authority": f"{CONFIG_MOUNT}/ca.crt",
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": "node",
-                    "user": {
-                        "client-certificate": f"{CONFIG_MOUNT}/client.crt",
-                        "client-key": f"{CONFIG_MOUNT}/client.key",
-                    },
-                }
-            ],
-            "contexts": [{"name": "node", "context": {"cluster": "local", "user": "node"}}],
-            "current-context": "node",
+        node = {
+            "client-certificate": f"{CONFIG_MOUNT}/client.crt",
+            "client-key": f"{CONFIG_MOUNT}/client.key",
         }
-        (config / "kubeconfig").write_text(json.dumps(kubeconfig, indent=2))
+        for name, user in (
+            ("kubeconfig", node),
+            ("kube-proxy.kubeconfig", {"token": plane.proxy_token}),
+        ):
+            (config / name).write_text(json.dumps(kubeconfig(plane, user), indent=2))
         (config / "kubelet.yaml").write_text(json.dumps(kubelet_configuration(self.spec), indent=2))
+        (config / "kube-proxy.yaml").write_text(
+            json.dumps(kube_proxy_configuration(self.spec), indent=2)
+        )
         (config / "cni.conflist").write_text(json.dumps(cni_configuration(self.spec), indent=2))
         (config / "node.env").write_text(node_environment(self.spec, indices=indices))
 
@@ -343,6 +376,11 @@ class Guest:
     def read(self, *patterns: str, tail: int = 0) -> dict[str, str]:
         """Files of the guest matching ``patterns`` (globs), through the node agent."""
         return self.agent.read(*patterns, tail=tail)
+
+    def shift_clock(self, seconds: float) -> str:
+        """Move the guest's wall clock by ``seconds`` (back, when negative), through the
+        agent; the guest's new time."""
+        return self.agent.shift_clock(seconds)
 
     def wait_for_images(self, *, timeout: float) -> None:
         """Until the agent answers and containerd holds the images on the root disk."""

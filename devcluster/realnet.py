@@ -10,7 +10,11 @@ network namespace.
   ``node_address(i)`` inside the guest;
 - a route per node to its pod range ``pod_cidr(i)`` via its node address, so the API
   server and the harness reach pods the way a routed cluster network would (the guests
-  get the same routes to each other's ranges).
+  get the same routes to each other's ranges);
+- a route to the Service range via the first node, whose kube-proxy forwards a Service's
+  virtual IP to an endpoint (masquerading, since the sender is outside the pod network):
+  how the API server reaches a webhook's Service, as a control plane beside its nodes
+  does.
 
 The namespace has no default route and no link to any other namespace: no packet to or
 from a guest can leave it, and nothing in the machine's own namespace can reach a guest.
@@ -19,9 +23,10 @@ from a guest can leave it, and nothing in the machine's own namespace can reach 
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 from dataclasses import dataclass, field
 
-from devcluster.podnet import PodNetworkError, interfaces, ip
+from devcluster.controlplane import SERVICE_CIDR
 
 # Set by hack/realnode.sh in the namespace it creates: what runs there may build the
 # guest network.
@@ -30,6 +35,23 @@ BRIDGE = "hrbr0"
 NODE_NETWORK = ipaddress.ip_network("10.251.0.0/24")
 HOST_ADDRESS = "10.251.0.1"
 POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
+
+
+class GuestNetworkError(RuntimeError):
+    """An ``ip`` command failed; the message carries it and its output."""
+
+
+def ip(*args: str) -> str:
+    command = ["ip", *args]
+    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=30)
+    if result.returncode != 0:
+        raise GuestNetworkError(f"{' '.join(command)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def interfaces() -> list[str]:
+    """Names of the links in this network namespace."""
+    return [line.split("@")[0].split()[0] for line in ip("-o", "-br", "link").splitlines()]
 
 
 def node_address(index: int) -> str:
@@ -64,7 +86,7 @@ class GuestNetwork:
     def setup(self) -> None:
         others = [name for name in interfaces() if name != "lo"]
         if others:
-            raise PodNetworkError(
+            raise GuestNetworkError(
                 "the guest network is built only in a network namespace of its own (found "
                 f"{', '.join(others)}): run the real-node tier with `make realnode`"
             )
@@ -80,6 +102,8 @@ class GuestNetwork:
         ip("link", "set", name, "master", BRIDGE)
         ip("link", "set", name, "up")
         ip("route", "replace", pod_cidr(index), "via", node_address(index))
+        if not self.taps:
+            ip("route", "replace", SERVICE_CIDR, "via", node_address(index))
         self.taps.append(index)
         return name
 

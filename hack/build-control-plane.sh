@@ -70,6 +70,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 GO
   (cd "$mod" && go mod tidy -e >/dev/null 2>&1 || true)
@@ -165,7 +166,7 @@ case "${1:-all}" in
     build_helm
     ;;
   kubelet)
-    build_kubernetes kubelet
+    build_kubernetes kubelet kube-proxy
     ;;
   all)
     build_etcd

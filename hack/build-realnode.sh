@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds (once) what the real-node tier's qemu guests boot and run, into version-keyed
 # caches beside the control plane's:
-#   k8s-<v>/bin/kubelet            the kubelet of the control plane's release
-#                                  (hack/build-control-plane.sh kubelet)
+#   k8s-<v>/bin/kubelet, kube-proxy  the kubelet and kube-proxy of the control plane's
+#                                  release (hack/build-control-plane.sh kubelet)
 #   containerd-<v>/bin             containerd, containerd-shim-runc-v2, ctr
 #   runc-<v>/bin/runc              static, with seccomp (cgo and Debian's libseccomp-dev)
 #   cni-plugins-<v>/bin            bridge, host-local, loopback
@@ -44,8 +44,9 @@ kernel_dir="$debian/$GUEST_KERNEL_PACKAGE-$GUEST_KERNEL_DEB_VERSION"
 busybox_dir="$debian/busybox-static-$BUSYBOX_STATIC_DEB_VERSION"
 tools="$cache/realnode-tools/bin"
 out="$cache/realnode-$K8S_VERSION"
-# What the node's init runs besides the kubelet, containerd and runc.
-NODE_PACKAGES=tini,iproute2,kmod
+# What the node's init runs besides the kubelet, kube-proxy, containerd and runc (kube-proxy's
+# nftables mode drives the kernel through nft).
+NODE_PACKAGES=tini,iproute2,kmod,nftables
 PAUSE_IMAGE=localhost/headroom/pause:$K8S_VERSION
 PROBE_IMAGE=localhost/headroom/probe:1
 
@@ -158,6 +159,7 @@ image_key() {
     echo "$GUEST_KERNEL_PACKAGE $GUEST_KERNEL_DEB_VERSION $BUSYBOX_STATIC_DEB_VERSION"
     cat "$debian/node-rootfs.packages"
     stat -c '%n %s %Y' "$debian/node-rootfs.tar" "$cache/k8s-$K8S_VERSION/bin/kubelet" \
+      "$cache/k8s-$K8S_VERSION/bin/kube-proxy" \
       "$cache/containerd-$CONTAINERD_VERSION"/bin/* "$cache/runc-$RUNC_VERSION/bin/runc" \
       "$cache/cni-plugins-$CNI_PLUGINS_VERSION"/bin/* "$tools"/* "$out/pause"
     cat "$here"/realnode/* "$repo/devcluster/ociimage.py"
@@ -215,7 +217,7 @@ guest_image() {
     "$stage/etc/containerd"
   cp -a "$kernel_dir/lib/modules/$release" "$stage/lib/modules/"
   chroot "$stage" depmod "$release"
-  install -m 0755 "$cache/k8s-$K8S_VERSION/bin/kubelet" \
+  install -m 0755 "$cache/k8s-$K8S_VERSION/bin/kubelet" "$cache/k8s-$K8S_VERSION/bin/kube-proxy" \
     "$cache/containerd-$CONTAINERD_VERSION"/bin/* "$cache/runc-$RUNC_VERSION/bin/runc" \
     "$tools/node-agent" "$stage/usr/local/bin/"
   install -m 0755 "$cache/cni-plugins-$CNI_PLUGINS_VERSION"/bin/* "$stage/opt/cni/bin/"

@@ -5,12 +5,15 @@
 #     (hack/build-e2e.sh: cert-manager, prometheus-operator and Prometheus from their Go
 #     modules, Debian's docker-registry, a debootstrapped base root filesystem);
 #  2. in the build store (python -m devcluster.containers env): imports the base image,
-#     builds Headroom's image with `make docker-build` on it, and the two Prometheus images;
-#  3. runs tests/e2e in a network and mount namespace of its own, so the pod network,
-#     network namespaces and tmpfs mounts it makes never touch the machine's; with
-#     --images, stops after step 2 (make bench-realnode-pull pushes those images).
+#     builds Headroom's image with `make docker-build` on it, and the two Prometheus images
+#     from scratch;
+#  3. runs tests/e2e on the real-node fleet (hack/realnode.sh, which builds the guests'
+#     parts and gives the run a network and mount namespace of its own); with --images,
+#     stops after step 2 (make bench-realnode-pull pushes those images).
 #
-#   E2E_ARGS  extra pytest arguments
+#   E2E_TESTS  what pytest runs (default tests/e2e; make test adds tests/realnode, so the
+#              two tiers share one boot of the fleet)
+#   E2E_ARGS   extra pytest arguments
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=versions.env
@@ -21,11 +24,11 @@ python=.venv/bin/python
 say() { printf 'e2e: %s\n' "$*"; }
 
 if [ "$(id -u)" != 0 ]; then
-  say "needs root: network namespaces, cgroups and containers"
+  say "needs root: containers, and the real-node fleet's network namespace"
   exit 1
 fi
 missing=()
-for tool in podman runc debootstrap unshare ip mount dpkg-deb; do
+for tool in podman runc debootstrap dpkg-deb; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -84,8 +87,8 @@ reuse "$image" "$(find Dockerfile .dockerignore pyproject.toml README.md app cer
   reconciler -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | inputs_key)" \
   make --no-print-directory docker-build IMG="$image" BASE_IMAGE="$base"
 
-# The Prometheus server and the operator's config reloader, on the same base.
-export BUILD_ARGS="BASE_IMAGE=$base"
+# The Prometheus server and the operator's config reloader: each a static binary alone in
+# its image, so a node pulls only that.
 e2e_image() {  # e2e_image NAME:TAG BINARY
   local name=$1 binary=$2 containerfile=tests/e2e/images/${1%%:*}.Containerfile
   cp "$binary" "$context/"
@@ -95,7 +98,6 @@ e2e_image() {  # e2e_image NAME:TAG BINARY
 e2e_image "prometheus:$PROMETHEUS_VERSION" "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus"
 e2e_image "prometheus-config-reloader:$PROMETHEUS_OPERATOR_VERSION" \
   "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-config-reloader"
-unset BUILD_ARGS
 rm -rf "$context" "$build_log"
 trap - EXIT
 # Rebuilds leave the previous layers behind, and vfs stores each one whole; the recent
@@ -107,8 +109,6 @@ if [ "${1:-}" = --images ]; then
   exit 0
 fi
 
-say "running tests/e2e in a network and mount namespace of its own"
-# /run/netns gets a tmpfs of its own, so the pods' network namespaces vanish with the run.
-HEADROOM_E2E=1 exec unshare --net --mount --propagation private -- bash -c '
-  mkdir -p /run/netns && mount -t tmpfs -o mode=0755 headroom-e2e /run/netns && exec "$@"' \
-  e2e .venv/bin/pytest tests/e2e -v -p no:cacheprovider ${E2E_ARGS:-}
+say "running ${E2E_TESTS:-tests/e2e} on the real-node fleet"
+HEADROOM_E2E=1 REALNODE_TESTS="${E2E_TESTS:-tests/e2e}" REALNODE_ARGS="${E2E_ARGS:-}" \
+  exec bash hack/realnode.sh

@@ -11,7 +11,8 @@
 #     gets here) in a network and mount namespace of its own: the guests' addresses exist
 #     only there.
 #
-#   REALNODE_ARGS  extra pytest arguments (or benchmark arguments with --bench)
+#   REALNODE_TESTS  what pytest runs (default tests/realnode; make e2e sets it)
+#   REALNODE_ARGS   extra pytest arguments (or benchmark arguments with --bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=.venv/bin/python
@@ -53,7 +54,8 @@ elif [ "${1:-}" = --bench-tenant ]; then
 elif [ "${1:-}" = --demo ]; then
   command=("$python" -m devcluster.demo "${@:2}")
 else
-  command=(.venv/bin/pytest tests/realnode -v -p no:cacheprovider ${REALNODE_ARGS:-})
+  # shellcheck disable=SC2206  # a list of paths
+  command=(.venv/bin/pytest ${REALNODE_TESTS:-tests/realnode} -v -p no:cacheprovider ${REALNODE_ARGS:-})
 fi
 say "running ${command[*]} in a network and mount namespace of its own"
 # The tier checks the machine's own namespace from inside its own: it keeps a handle on

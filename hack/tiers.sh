@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test's tiers, in order: unit and integration (pytest, with the arguments given),
-# then end-to-end and real-node.
+# then end-to-end and real-node, together on one boot of the real-node fleet.
 #
 # On a machine whose caches are cold, the end-to-end and real-node parts (Go builds,
 # debootstrap) take about 18 minutes; they build meanwhile, at the lowest CPU priority, in
@@ -44,5 +44,5 @@ if [ -n "$parts" ]; then
   grep -E '^\[[a-z0-9-]+\] .*: [0-9]+s$' "$log" || true
 fi
 trap - EXIT
-make --no-print-directory e2e
-make --no-print-directory realnode
+# The end-to-end and real-node tiers in one session: one boot of the fleet for both.
+make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"

@@ -7,6 +7,9 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# The real-node fleet, shared by the end-to-end and real-node tiers.
+pytest_plugins = ("tests.fleet",)
+
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from devcluster.guests import PROBE_IMAGE
 from tests import cluster_helpers
 
 Manifest = dict[str, Any]
@@ -86,25 +87,16 @@ def prometheus(
     }
 
 
-def pod(
-    name: str,
-    namespace: str,
-    *,
-    cpu: str,
-    node: str,
-    toleration: tuple[str, str],
-    memory: tuple[str, str] = ("64Mi", "128Mi"),
-) -> Manifest:
-    """A pod requesting ``cpu`` and ``memory`` (request, limit), headed for ``node``
-    (tainted ``key=value``)."""
-    key, value = toleration
-    memory_request, memory_limit = memory
+def pod(name: str, namespace: str, *, cpu: str, node: str) -> Manifest:
+    """A pod requesting ``cpu`` on ``node``: the probe on the node's root disk, asleep."""
     app = {
         "name": "app",
-        "image": "registry.example/workload:1",
+        "image": PROBE_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["/probe", "sleep"],
         "resources": {
-            "requests": {"cpu": cpu, "memory": memory_request},
-            "limits": {"memory": memory_limit},
+            "requests": {"cpu": cpu, "memory": "16Mi"},
+            "limits": {"memory": "32Mi"},
         },
     }
     return {
@@ -113,19 +105,15 @@ def pod(
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": [{"key": key, "value": value, "effect": "NoSchedule"}],
+            "terminationGracePeriodSeconds": 0,
             "containers": [app],
         },
     }
 
 
-def deployment(
-    name: str, namespace: str, *, cpu: str, node: str, toleration: tuple[str, str]
-) -> Manifest:
-    """One replica of :func:`pod`, with room for a server's memory."""
-    template = pod(
-        name, namespace, cpu=cpu, node=node, toleration=toleration, memory=("256Mi", "512Mi")
-    )
+def deployment(name: str, namespace: str, *, cpu: str, node: str) -> Manifest:
+    """One replica of :func:`pod`."""
+    template = pod(name, namespace, cpu=cpu, node=node)
     template["metadata"]["labels"] = {"app": name}
     return cluster_helpers.deployment(template)
 

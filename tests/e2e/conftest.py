@@ -1,12 +1,14 @@
 """The end-to-end tier: the operator's install path with every part real.
 
-``make e2e`` (``hack/e2e.sh``) builds what is missing, builds the image, and runs this
-package in a network and mount namespace of its own. The session brings up, narrating as
-it goes: the control plane (its API server routing webhook calls to endpoints and
-listening on the pod network), KWOK nodes, a local OCI registry holding both charts and
-the images, cert-manager's controller and cainjector, the Prometheus Operator, and the
-pod runner that gives KWOK's pods real containers. The fixtures below then walk the
-runbook: install from OCI, upgrade with metrics TLS and Prometheus, enforce.
+``make e2e`` (``hack/e2e.sh``) builds what is missing and the images, and runs this package
+on the real-node fleet (``tests/fleet.py``) in a network and mount namespace of its own:
+real kubelets in qemu guests, with containerd, runc and kube-proxy, pulling through a
+local OCI registry that mirrors the published one. The package brings up, narrating as it
+goes: both charts and the images in that registry, cert-manager's controller and
+cainjector and the Prometheus Operator (processes beside the control plane). The fixtures
+then walk the runbook: install from OCI, upgrade with metrics TLS and Prometheus, enforce.
+They are package-scoped: once the last test here ends, what they installed is uninstalled
+and the nodes are left empty for the real-node tier, which shares the session's fleet.
 
 Outside ``make e2e`` these tests are deselected (plain ``pytest`` lists them as such).
 """
@@ -15,15 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from devcluster import ControlPlane, crds_dir, locate_binaries
+from devcluster import ControlPlane, crds_dir
 from devcluster.addons import (
     AddonPaths,
     HostProcess,
@@ -47,16 +50,14 @@ from devcluster.containers import (
     PROMETHEUS_IMAGE,
     RELOADER_IMAGE,
     Engine,
-    Mirror,
     build_engine,
 )
 from devcluster.demo import Narrator
 from devcluster.kubeapi import KubeAPI
-from devcluster.nodes import simulated_node
-from devcluster.podnet import PodNetwork
-from devcluster.podrunner import PodRunner, RunningPod
+from devcluster.realnodes import WORKLOAD, RealCluster
 from tests.cluster_helpers import harness_tier
 from tests.e2e import builders
+from tests.fleet import PUBLISHED_REGISTRY
 from tests.integration import conftest as integration
 from tests.unit.docs.markdown import RUNBOOK, shell_commands
 
@@ -69,18 +70,20 @@ MONITORING = "monitoring"
 PROMETHEUS = "headroom"
 CHART = yaml.safe_load((REPO / "chart/kube-headroom/Chart.yaml").read_text())
 VALUES = yaml.safe_load((REPO / "chart/kube-headroom/values.yaml").read_text())
-# The chart's image, as every pod spec names it; the node pulls it through a mirror.
+# The chart's image, as every pod spec names it; the nodes pull it through a mirror.
 CHART_IMAGE = f"{VALUES['image']['repository']}:{CHART['appVersion']}"
-PUBLISHED_REGISTRY = "ghcr.io"
 # Where the chart's image goes in a registry: its repository without the registry host.
 IMAGE_PATH = VALUES["image"]["repository"].split("/", 1)[1]
 # The runbook's chart repository, below the registry host: oci://ghcr.io/<this>/<chart>.
 CHART_REPOSITORY_PATH = "karlkfi/charts"
 # What hack/e2e.sh builds into the build store.
 BUILT_IMAGE = HEADROOM_IMAGE
-WORKLOAD_NODE = "e2e-workload"
-WORKLOAD_TAINT = ("e2e", "workload")
-SYSTEM_NODES = ("e2e-node-1", "e2e-node-2")
+# Where the runbook's workload runs: the fleet's node of the default CPU manager policy.
+WORKLOAD_NODE = WORKLOAD.name
+# Prometheus's ClusterRole and its binding (builders.prometheus_rbac).
+PROMETHEUS_RBAC = f"{MONITORING}-prometheus"
+# Namespaces this package makes, deleted when it ends.
+NAMESPACES = ("team-a", "e2e-admission", MONITORING, "cert-manager", RELEASE_NAMESPACE)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -88,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # They need root, podman and a network namespace of their own: make e2e.
+    # They need root, qemu, podman and a network namespace of their own: make e2e.
     harness_tier(config, items, here=Path(__file__).parent, marker="e2e", env=HARNESS_ENV)
 
 
@@ -108,20 +111,48 @@ class _Terminal:
         sys.stdout.flush()
 
 
+@dataclass(frozen=True)
+class ChartPod:
+    """A pod as the API server reports it once its kubelet has started it."""
+
+    name: str
+    uid: str
+    ip: str
+    node: str
+
+    @classmethod
+    def of(cls, pod: dict[str, Any]) -> ChartPod:
+        metadata = pod["metadata"]
+        return cls(
+            metadata["name"], metadata["uid"], pod["status"]["podIP"], pod["spec"]["nodeName"]
+        )
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in pod.get("status", {}).get("conditions", [])
+    )
+
+
 @dataclass
 class Stack:
-    plane: ControlPlane
-    api: KubeAPI
+    cluster: RealCluster
     registry: Registry
     build: Engine
-    node: Engine
-    network: PodNetwork
-    runner: PodRunner
     paths: AddonPaths
     narrator: Narrator
     work: Path
-    processes: list[HostProcess]
+    processes: list[HostProcess] = field(default_factory=list)
     prometheus_image: str = ""
+
+    @property
+    def plane(self) -> ControlPlane:
+        return self.cluster.plane
+
+    @property
+    def api(self) -> KubeAPI:
+        return self.cluster.api
 
     @property
     def say(self) -> Callable[[str], None]:
@@ -179,12 +210,44 @@ class Stack:
         assert len(found) == 1, f"the runbook shows {len(found)} commands with {parts}"
         return found[0].replace(f"oci://{PUBLISHED_REGISTRY}/", f"oci://{self.registry.host}/")
 
-    def wait_ready(self, component: str, *, timeout: float = 240) -> RunningPod:
-        """The chart's pod of ``component`` (webhook or reconciler) running and ready."""
-        return self.runner.wait_ready(
-            RELEASE_NAMESPACE,
-            lambda pod: pod.labels.get("app.kubernetes.io/component") == component,
-            timeout=timeout,
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
+        return found
+
+    def wait_ready(
+        self, namespace: str, selector: str, *, besides: frozenset[str] = frozenset()
+    ) -> ChartPod:
+        """The one pod matching ``selector`` (and not among the uids ``besides``) whose
+        kubelet reports it Ready: pulled, started and past its readiness probe."""
+
+        def ready() -> ChartPod | None:
+            pods = [
+                p for p in self.pods(namespace, selector) if p["metadata"]["uid"] not in besides
+            ]
+            return ChartPod.of(pods[0]) if len(pods) == 1 and is_ready(pods[0]) else None
+
+        found: ChartPod = eventually(ready, timeout=420, what=f"a Ready pod {selector}")
+        return found
+
+    def webhook_routed(self) -> None:
+        """Until the API server reaches the webhook through its Service (a server-side dry
+        run of the sample HeadroomConfig, which the validating webhook must answer): a
+        Ready pod is an endpoint each node's kube-proxy programs a moment later, seconds
+        on an emulated node."""
+
+        def answered() -> bool:
+            try:
+                self.kubectl("apply", "--dry-run=server", "-k", str(REPO / "config/samples"))
+            except subprocess.CalledProcessError:
+                return False
+            return True
+
+        eventually(answered, timeout=120, what="the API server to reach the webhook's Service")
+
+    def component(self, component: str, *, besides: frozenset[str] = frozenset()) -> ChartPod:
+        """The chart's pod of ``component`` (webhook or reconciler), Ready."""
+        return self.wait_ready(
+            RELEASE_NAMESPACE, f"app.kubernetes.io/component={component}", besides=besides
         )
 
 
@@ -194,30 +257,14 @@ def runbook_commands() -> list[str]:
 
 
 def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "") -> Any:
-    """The integration tier's poll, at this tier's pace: pods here pull images and start
-    containers, so a minute by default, every half second."""
+    """The integration tier's poll, at this tier's pace: pods here are pulled and started
+    by kubelets in emulated guests, so a minute by default, every half second."""
     return integration.eventually(check, timeout=timeout, interval=0.5, what=what)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def narrator(pytestconfig: pytest.Config) -> Narrator:
     return Narrator(interactive=False, out=_Terminal(pytestconfig))
-
-
-def _start_control_plane(work: Path) -> ControlPlane:
-    plane = ControlPlane(
-        work_dir=work / "control-plane",
-        bin_dir=locate_binaries(build=False),
-        extra_apiserver_args=(
-            # Webhook Services resolve to an endpoint (pod IP and target port) from their
-            # EndpointSlices, not to the ClusterIP no kube-proxy routes.
-            "--enable-aggregator-routing=true",
-            # Pods reach the API server at the kubernetes Service's IP on this namespace.
-            "--bind-address=0.0.0.0",
-        ),
-    )
-    plane.start()
-    return plane
 
 
 def _push_images(stack: Stack, versions: dict[str, str]) -> dict[str, str]:
@@ -256,37 +303,45 @@ def _push_charts(stack: Stack) -> None:
         assert result.returncode == 0, result.stderr
 
 
-@pytest.fixture(scope="session")
-def stack(request: pytest.FixtureRequest, narrator: Narrator) -> Iterator[Stack]:
+def _uninstall(stack: Stack) -> None:
+    """Everything this package installed, gone, so the fleet's next tests find empty
+    nodes: Prometheus first, while its operator runs (its pod's 600 s grace period would
+    otherwise hold up its namespace's deletion), both releases (the CRD stays, as its
+    chart promises), the config, the namespaces and their pods."""
+    for command, must in (
+        (f"kubectl delete prometheus --all -n {MONITORING} --ignore-not-found --wait", False),
+        (f"kubectl wait pod --all -n {MONITORING} --for=delete --timeout=300s", False),
+        (f"helm uninstall {RELEASE} -n {RELEASE_NAMESPACE} --ignore-not-found --wait", True),
+        ("helm uninstall kube-headroom-crds -n default --ignore-not-found --wait", True),
+        ("kubectl delete hcfg --all --ignore-not-found", True),
+        (f"kubectl delete namespace {' '.join(NAMESPACES)} --ignore-not-found", True),
+        (f"kubectl delete clusterrole,clusterrolebinding {PROMETHEUS_RBAC} --ignore-not-found",
+         True),
+    ):  # fmt: skip
+        result = stack.sh(command, timeout=330, show=False)
+        assert result.returncode == 0 or not must, result.stderr
+
+
+@pytest.fixture(scope="package")
+def stack(
+    request: pytest.FixtureRequest, narrator: Narrator, real_cluster: RealCluster
+) -> Iterator[Stack]:
     versions = pinned_versions()
-    run_id = secrets.token_hex(3)
-    work = Path(tempfile.mkdtemp(prefix=f"headroom-e2e-{run_id}-"))
+    work = Path(tempfile.mkdtemp(prefix="headroom-e2e-"))
     say, step = narrator.say, narrator.step
-    say("\nHeadroom's install path, end to end: every part real\n")
-    network = PodNetwork(prefix=f"hre2e-{run_id}")
-    with step("pod network: node and Service addresses in this namespace of our own"):
-        network.setup()
-    with step("cached parts: cert-manager, prometheus-operator, Prometheus, the registry"):
+    say("\nHeadroom's install path, end to end, on real kubelets: every part real\n")
+    say(f"    the fleet: {real_cluster.startup()}")
+    registry = real_cluster.registry
+    assert registry is not None, "the fleet starts a registry when this tier is in the session"
+    plane = real_cluster.plane
+    with step("cached parts: cert-manager, prometheus-operator, Prometheus"):
         paths = addon_paths()
-    build = build_engine()
-    node: Engine | None = None
-    processes: list[HostProcess] = []
-    plane: ControlPlane | None = None
-    registry = Registry(binary=paths.docker_registry, work_dir=work / "registry")
-    runner: PodRunner | None = None
+    stack = Stack(
+        cluster=real_cluster, registry=registry, build=build_engine(), paths=paths,
+        narrator=narrator, work=work,
+        prometheus_image=f"{registry.host}/prometheus/prometheus:{versions['PROMETHEUS_VERSION']}",
+    )  # fmt: skip
     try:
-        with step("control plane: etcd, kube-apiserver, controller-manager, scheduler, KWOK"):
-            plane = _start_control_plane(work)
-        api = KubeAPI(server=plane.server, token=plane.token, ca_file=plane.ca_file)
-        with step(f"KWOK nodes: {', '.join(SYSTEM_NODES)} and {WORKLOAD_NODE} (tainted)"):
-            for name in SYSTEM_NODES:
-                plane.kubectl("create", "-f", "-", input=json.dumps(simulated_node(name)))
-            workload = simulated_node(WORKLOAD_NODE)
-            key, value = WORKLOAD_TAINT
-            workload["spec"]["taints"] = [{"key": key, "value": value, "effect": "NoSchedule"}]
-            plane.kubectl("create", "-f", "-", input=json.dumps(workload))
-            for name in (*SYSTEM_NODES, WORKLOAD_NODE):
-                plane.kubectl("wait", f"node/{name}", "--for=condition=Ready", "--timeout=60s")
         with step("CRDs: cert-manager and monitoring.coreos.com, from their Go modules"):
             files = [
                 *sorted(crds_dir(plane.bin_dir).glob("*.yaml")),
@@ -295,35 +350,7 @@ def stack(request: pytest.FixtureRequest, narrator: Narrator) -> Iterator[Stack]
             for path in files:
                 plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
             plane.kubectl("wait", "crd", "--all", "--for=condition=Established", "--timeout=60s")
-        with step("local OCI registry (distribution, over TLS)"):
-            registry.start()
-        node = Engine(
-            root=work / "node",
-            cgroup_parent=f"/headroom-e2e-{run_id}",
-            mirrors=(
-                Mirror(
-                    prefix=VALUES["image"]["repository"],
-                    location=f"{registry.host}/{IMAGE_PATH}",
-                ),
-            ),
-        )
-        node.write_config()
-        runner = PodRunner(
-            api=api,
-            engine=node,
-            network=network,
-            namespaces=(RELEASE_NAMESPACE, MONITORING),
-            work_dir=work / "pods",
-            api_server_port=plane.apiserver_port,
-            pull_cert_dir=registry.cert_dir,
-            run_id=run_id,
-        )
-        stack = Stack(
-            plane=plane, api=api, registry=registry, build=build, node=node, network=network,
-            runner=runner, paths=paths, narrator=narrator, work=work, processes=processes,
-            prometheus_image=f"{registry.host}/prometheus/prometheus:{versions['PROMETHEUS_VERSION']}",
-        )  # fmt: skip
-        with step("push both charts (helm package, helm push) and the images"):
+        with step(f"push both charts (helm package, helm push) and the images to {registry.host}"):
             _push_charts(stack)
             pushed = _push_images(stack, versions)
         for local, remote in pushed.items():
@@ -331,11 +358,11 @@ def stack(request: pytest.FixtureRequest, narrator: Narrator) -> Iterator[Stack]
         for name in ("cert-manager", MONITORING):
             stack.apply(builders.namespace(name))
         with step("cert-manager: controller and cainjector"):
-            processes.extend(
+            stack.processes.extend(
                 start_cert_manager(paths, kubeconfig=plane.kubeconfig, log_dir=work / "logs")
             )
         with step("prometheus-operator"):
-            processes.append(
+            stack.processes.append(
                 start_prometheus_operator(
                     paths,
                     kubeconfig=plane.kubeconfig,
@@ -345,43 +372,31 @@ def stack(request: pytest.FixtureRequest, narrator: Narrator) -> Iterator[Stack]
                     ],
                 )
             )
-        with step("pod runner: KWOK's pods in kube-headroom-system and monitoring as containers"):
-            runner.start()
         assert stack.prometheus_image in pushed.values()
         yield stack
     finally:
-        if runner is not None:
-            runner.stop()
-        for process in reversed(processes):
+        with step("uninstall: the nodes left empty for the tests that share them"):
+            _uninstall(stack)
+        for process in reversed(stack.processes):
             process.stop()
-        registry.stop()
-        if plane is not None:
-            plane.stop()
-            if request.session.testsfailed or os.environ.get("HEADROOM_KEEP_LOGS"):
-                kept = ARTIFACTS / run_id
-                plane.keep_logs(kept / "control-plane")
-                for log in (work / "logs").glob("*.log"):
-                    shutil.copy2(log, kept / log.name)
-                for log in (work / "pods" / "logs").glob("*.log"):
-                    shutil.copy2(log, kept / log.name)
-                print(f"\ne2e logs kept in {kept}")
-        network.teardown()
-        if node is not None:
-            left = node.remove_cgroup_parent()
-            if left:
-                print(f"\ncgroups left behind: {left}")
+        if request.session.testsfailed or os.environ.get("HEADROOM_KEEP_LOGS"):
+            kept = ARTIFACTS / time.strftime("%Y%m%dT%H%M%S")
+            kept.mkdir(parents=True, exist_ok=True)
+            for log in (work / "logs").glob("*.log"):
+                shutil.copy2(log, kept / log.name)
+            print(f"\ne2e logs kept in {kept} (the fleet's beside it in _artifacts/fleet)")
         shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass
 class Release:
-    """The chart's two pods as the runner runs them."""
+    """The chart's two pods, Ready."""
 
-    webhook: RunningPod
-    reconciler: RunningPod
+    webhook: ChartPod
+    reconciler: ChartPod
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def installed(stack: Stack) -> Release:
     """The runbook's install, from the registry, with the chart's defaults."""
     stack.say("\nInstall from the OCI registry with the runbook's commands (registry host swapped)")
@@ -391,47 +406,94 @@ def installed(stack: Stack) -> Release:
     ):
         result = stack.sh(command)
         assert result.returncode == 0, result.stderr
-    with stack.narrator.step("cert-manager issues, the node pulls, the containers start"):
+    with stack.narrator.step("cert-manager issues; the kubelets pull and start; probes pass"):
         release = Release(
-            webhook=stack.wait_ready("webhook"), reconciler=stack.wait_ready("reconciler")
+            webhook=stack.component("webhook"), reconciler=stack.component("reconciler")
         )
-    for running in (release.webhook, release.reconciler):
-        stack.say(f"    {running.name} at {running.ip}: ready")
+        stack.webhook_routed()
+    for pod in (release.webhook, release.reconciler):
+        stack.say(f"    {pod.name} on {pod.node} at {pod.ip}: Ready")
     return release
 
 
-@pytest.fixture(scope="session")
-def upgraded(stack: Stack, installed: Release) -> Release:
+@dataclass(frozen=True)
+class Moment:
+    """The webhook Deployment's pods at one instant of a rollout: uid -> (Running, Ready,
+    being deleted)."""
+
+    pods: dict[str, tuple[bool, bool, bool]]
+
+
+@dataclass
+class Upgrade:
+    release: Release
+    old: Release
+    # The webhook's pods, every half second from the upgrade command until the old pod
+    # was gone.
+    rollout: list[Moment]
+
+
+def _watch_rollout(stack: Stack, moments: list[Moment], stop: threading.Event) -> None:
+    selector = "app.kubernetes.io/component=webhook"
+    while not stop.is_set():
+        pods = stack.pods(RELEASE_NAMESPACE, selector)
+        moments.append(
+            Moment(
+                {
+                    p["metadata"]["uid"]: (
+                        p.get("status", {}).get("phase") == "Running",
+                        is_ready(p),
+                        bool(p["metadata"].get("deletionTimestamp")),
+                    )
+                    for p in pods
+                }
+            )
+        )
+        stop.wait(0.5)
+
+
+@pytest.fixture(scope="package")
+def upgrade(stack: Stack, installed: Release) -> Upgrade:
     """The runbook's upgrade: metrics served with cert-manager TLS, Prometheus objects."""
     stack.say("\nUpgrade: metrics.certManagerTLS and prometheus.enable (the runbook's command)")
-    command = stack.runbook("--set metrics.certManagerTLS=true", "--set prometheus.enable=true")
-    result = stack.sh(command)
-    assert result.returncode == 0, result.stderr
-    old = {installed.webhook.uid, installed.reconciler.uid}
+    moments: list[Moment] = []
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_rollout, args=(stack, moments, stop), daemon=True)
+    watcher.start()
+    try:
+        command = stack.runbook("--set metrics.certManagerTLS=true", "--set prometheus.enable=true")
+        result = stack.sh(command)
+        assert result.returncode == 0, result.stderr
+        old = frozenset({installed.webhook.uid, installed.reconciler.uid})
+        with stack.narrator.step("the Deployments roll: new pods, metrics certificate mounted"):
+            release = Release(
+                webhook=stack.component("webhook", besides=old),
+                reconciler=stack.component("reconciler", besides=old),
+            )
+            eventually(
+                lambda: not [
+                    p for p in stack.pods(RELEASE_NAMESPACE, "app.kubernetes.io/name=kube-headroom")
+                    if p["metadata"]["uid"] in old
+                ],
+                timeout=300,
+                what="the old pods to be gone",
+            )  # fmt: skip
+            stack.webhook_routed()
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+    return Upgrade(release=release, old=installed, rollout=moments)
 
-    def fresh(component: str) -> RunningPod:
-        return stack.runner.wait_ready(
-            RELEASE_NAMESPACE,
-            lambda pod: (
-                pod.uid not in old and pod.labels.get("app.kubernetes.io/component") == component
-            ),
-            timeout=240,
-        )
 
-    with stack.narrator.step("the Deployments roll: new pods, metrics certificate mounted"):
-        release = Release(webhook=fresh("webhook"), reconciler=fresh("reconciler"))
-        eventually(
-            lambda: not stack.runner.find(RELEASE_NAMESPACE, lambda pod: pod.uid in old),
-            timeout=120,
-            what="the old pods' containers to stop",
-        )
-    return release
+@pytest.fixture(scope="package")
+def upgraded(upgrade: Upgrade) -> Release:
+    return upgrade.release
 
 
 ENFORCED_NAMESPACE = "team-a"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def enforcing(stack: Stack, upgraded: Release) -> str:
     """The runbook's rollout on team-a: the sample config, enrolment, enforce."""
     stack.say(f"\nRollout on {ENFORCED_NAMESPACE} (the runbook's commands)")
@@ -448,7 +510,7 @@ def enforcing(stack: Stack, upgraded: Release) -> str:
 
 @dataclass
 class PrometheusServer:
-    pod: RunningPod
+    pod: ChartPod
 
     @property
     def url(self) -> str:
@@ -473,7 +535,7 @@ class PrometheusServer:
         return [sample for family in families for sample in family.samples]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def prometheus(stack: Stack, upgraded: Release) -> PrometheusServer:
     """A Prometheus the operator runs, selecting the chart's ServiceMonitors and rules."""
     version = pinned_versions()["PROMETHEUS_VERSION"]
@@ -487,10 +549,6 @@ def prometheus(stack: Stack, upgraded: Release) -> PrometheusServer:
         )
     )  # fmt: skip
     with stack.narrator.step("the operator's StatefulSet pod: config reloader, then Prometheus"):
-        pod = stack.runner.wait_ready(
-            MONITORING,
-            lambda p: p.labels.get("operator.prometheus.io/name") == PROMETHEUS,
-            timeout=240,
-        )
-    stack.say(f"    {pod.name} at {pod.ip}: ready")
+        pod = stack.wait_ready(MONITORING, f"operator.prometheus.io/name={PROMETHEUS}")
+    stack.say(f"    {pod.name} on {pod.node} at {pod.ip}: Ready")
     return PrometheusServer(pod)

@@ -1,15 +1,18 @@
 """The runbook's install path on real parts, in the order an operator walks it.
 
 The image built here, pushed to a local OCI registry with both charts; the runbook's
-``helm`` commands against that registry; the chart's pods as real containers under the
-exact pod spec the chart renders; cert-manager issuing and injecting, and renewing under
-load; the upgrade to metrics TLS and Prometheus; enforcement; Prometheus scraping both
-processes through the chart's ServiceMonitors and loading its PrometheusRule.
+``helm`` commands against that registry; the chart's pods pulled and started by real
+kubelets, their ``securityContext`` enforced by runc; cert-manager issuing and injecting,
+and renewing under load, the kubelet carrying the renewed Secret into the running pod;
+the upgrade to metrics TLS and Prometheus, rolled out as readiness allows; enforcement;
+Prometheus scraping both processes through the chart's ServiceMonitors and loading its
+PrometheusRule.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import socket
@@ -24,10 +27,9 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from devcluster.containers import NOFILE
+from app.core.quantity import parse_cpu_millis
 from devcluster.kubeapi import KubeAPIError
-from devcluster.podnet import API_SERVICE_IP
-from devcluster.podrunner import RunningPod
+from devcluster.kubepods import container_cgroup
 from tests.e2e import builders
 from tests.e2e.conftest import (
     BUILT_IMAGE,
@@ -38,10 +40,11 @@ from tests.e2e.conftest import (
     RELEASE,
     RELEASE_NAMESPACE,
     WORKLOAD_NODE,
-    WORKLOAD_TAINT,
+    ChartPod,
     PrometheusServer,
     Release,
     Stack,
+    Upgrade,
     eventually,
 )
 from tests.unit.docs.markdown import RUNBOOK, section
@@ -59,7 +62,7 @@ def secret_data(stack: Stack, name: str) -> dict[str, bytes]:
     return {key: base64.b64decode(value) for key, value in found["data"].items()}
 
 
-def served_certificate(pod: RunningPod, *, port: int, server_name: str, ca: bytes) -> bytes:
+def served_certificate(pod: ChartPod, *, port: int, server_name: str, ca: bytes) -> bytes:
     """The leaf the container serves, verified against ``ca`` for ``server_name``."""
     context = ssl.create_default_context(cadata=ca.decode())
     with (
@@ -73,6 +76,14 @@ def served_certificate(pod: RunningPod, *, port: int, server_name: str, ca: byte
 
 def leaf_der(pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
+
+
+def container_status(stack: Stack, running: ChartPod) -> dict[str, Any]:
+    """The kubelet's report of the pod's one container."""
+    pod = stack.get("pod", running.name, "-n", RELEASE_NAMESPACE)
+    (status,) = pod["status"]["containerStatuses"]
+    found: dict[str, Any] = status
+    return found
 
 
 # -- the image ----------------------------------------------------------------------
@@ -97,11 +108,19 @@ def test_image_is_small_non_root_without_a_shell_pip_or_compilers(stack: Stack) 
     assert image["Size"] <= IMAGE_BUDGET_BYTES
     assert image["Config"]["User"] == "65532:65532"
     assert "headroom-reconciler" in json.dumps(image["Config"].get("Cmd"))
-    probe = stack.build.podman(
-        "run", "--rm", "--network=none", "--read-only",
-        f"--cgroup-parent={stack.node.cgroup_parent}",
-        "--entrypoint=python3", BUILT_IMAGE, "-c", _PROBE,
-    ).stdout.split()  # fmt: skip
+    # A cgroup parent of its own: a container's cgroup left below the build steps' would
+    # make runc refuse the next build step (cgroup v1 denies a device rule change to a
+    # cgroup with children).
+    engine = dataclasses.replace(stack.build, cgroup_parent="/headroom-e2e-image")
+    try:
+        probe = engine.podman(
+            "run", "--rm", "--network=none", "--read-only",
+            f"--cgroup-parent={engine.cgroup_parent}",
+            "--entrypoint=python3", BUILT_IMAGE, "-c", _PROBE,
+        ).stdout.split()  # fmt: skip
+    finally:
+        left = engine.remove_cgroup_parent()
+    assert left == []
     assert probe == ["65532", "None"], probe
 
 
@@ -121,11 +140,14 @@ def test_runbook_installs_both_charts_and_the_image_from_the_oci_registry(
         "kube-headroom-crds": f"kube-headroom-crds-{CHART['version']}",
         RELEASE: f"{RELEASE}-{CHART['version']}",
     }
-    # The node pulled the chart's image by its published name through the registry
-    # mirror: its digest is the one the registry holds.
-    pulled = stack.node.inspect("image", CHART_IMAGE)
-    assert pulled is not None, f"the node never pulled {CHART_IMAGE}"
-    assert pulled["Digest"] == registry.digest(IMAGE_PATH, CHART["appVersion"])
+    # The kubelets pulled the chart's image by its published name through the registry
+    # mirror: the digest they report is the one the registry holds.
+    digest = registry.digest(IMAGE_PATH, CHART["appVersion"])
+    for running in (installed.webhook, installed.reconciler):
+        pod = stack.get("pod", running.name, "-n", RELEASE_NAMESPACE)
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["image"] == CHART_IMAGE
+        assert status["imageID"] == f"{CHART_IMAGE.rsplit(':', 1)[0]}@{digest}", status["imageID"]
     rendered = stack.sh(stack.runbook("helm template kube-headroom oci://"), show=False)
     assert rendered.returncode == 0, rendered.stderr
     # The chart in the registry is the checkout's, rendering the same objects.
@@ -157,49 +179,50 @@ def test_cert_manager_issues_the_certificates_and_injects_the_ca(
     stack.say("    caBundle of every webhook = ca.crt of webhook-server-cert")
 
 
-def test_the_chart_pods_run_as_containers_under_the_rendered_pod_spec(
+# What the container itself sees: its uid, whether / takes a write, its seccomp mode, its
+# capability sets and no_new_privs, its pod IP on eth0, and its ServiceAccount token.
+_INSIDE = """
+import errno, fcntl, os, socket, struct
+try:
+    open("/probe", "w")
+    written = "written"
+except OSError as err:
+    written = errno.errorcode[err.errno]
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", b"eth0"))
+print(os.getuid(), os.getgid(), written, status["Seccomp"].strip(), status["NoNewPrivs"].strip())
+print(*[status[c].strip() for c in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")])
+print(socket.inet_ntoa(packed[20:24]))
+print(open("/var/run/secrets/kubernetes.io/serviceaccount/token").read())
+"""
+
+
+def test_the_kubelet_and_runc_enforce_the_chart_security_context(
     stack: Stack, installed: Release
 ) -> None:
     for running in (installed.webhook, installed.reconciler):
         pod = stack.get("pod", running.name, "-n", RELEASE_NAMESPACE)
         (spec,) = pod["spec"]["containers"]
-        (container,) = running.containers.values()
-        inspected = stack.node.inspect("container", container.runtime_name)
-        assert inspected is not None
-        config, host = inspected["Config"], inspected["HostConfig"]
-        assert config["Image"] == CHART_IMAGE == spec["image"]
-        assert inspected["Path"] == spec["command"][0]
-        assert [inspected["Path"], *inspected["Args"]] == spec["command"] + spec["args"]
-        assert config["User"] == "65532:65532"
-        assert host["ReadonlyRootfs"] is True
-        assert "no-new-privileges" in host["SecurityOpt"]
-        assert host["CgroupParent"] == stack.node.cgroup_parent
-        assert {u["Name"]: u["Hard"] for u in host["Ulimits"]}["RLIMIT_NOFILE"] == NOFILE
-        assert host["Memory"] == 512 * 2**20
-        environment = dict(v.split("=", 1) for v in config["Env"])
-        assert environment["POD_NAME"] == running.name
-        assert environment["POD_NAMESPACE"] == RELEASE_NAMESPACE
-        assert environment["KUBERNETES_SERVICE_HOST"] == API_SERVICE_IP
-        mounts = {m["Destination"]: m for m in inspected["Mounts"]}
-        for mount in spec["volumeMounts"]:
-            assert mount["mountPath"] in mounts, mount
-            assert mounts[mount["mountPath"]]["RW"] is not mount.get("readOnly", False)
-        # Inside: the chart's uid, the pod IP on eth0, a token the API server accepts.
-        inside = stack.node.podman(
-            "exec", container.runtime_name, "python3", "-c",
-            "import os, socket, fcntl, struct\n"
-            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-            "packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', b'eth0'))\n"
-            "caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('Cap')]\n"
-            "print(os.getuid(), socket.inet_ntoa(packed[20:24]), *caps)\n"
-            "print(open('/var/run/secrets/kubernetes.io/serviceaccount/token').read())",
-        ).stdout.split()  # fmt: skip
-        # Every capability set is empty (CapInh, CapPrm, CapEff, CapBnd, CapAmb): drop ALL.
-        assert inside[:7] == ["65532", running.ip, *["0000000000000000"] * 5]
+        context = {**pod["spec"].get("securityContext", {}), **spec["securityContext"]}
+        assert context["runAsNonRoot"] is True
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+        inside = stack.kubectl(
+            "exec", "-n", RELEASE_NAMESPACE, running.name, "-c", spec["name"], "--",
+            "python3", "-c", _INSIDE,
+        ).split()  # fmt: skip
+        # Not root; the root filesystem mounted read-only; a seccomp filter (mode 2, the
+        # runtime's default profile) and no_new_privs; every capability set empty.
+        assert inside[:5] == ["65532", "65532", "EROFS", "2", "1"], inside[:5]
+        assert inside[5:10] == ["0000000000000000"] * 5, inside[5:10]
+        assert inside[10] == running.ip
         review = stack.api.post(
             "/apis/authentication.k8s.io/v1/tokenreviews",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-             "spec": {"token": inside[7]}},
+             "spec": {"token": inside[11]}},
         )  # fmt: skip
         account = pod["spec"]["serviceAccountName"]
         assert review["status"]["authenticated"] is True
@@ -209,7 +232,14 @@ def test_the_chart_pods_run_as_containers_under_the_rendered_pod_spec(
         assert review["status"]["user"]["extra"]["authentication.kubernetes.io/pod-uid"] == [
             running.uid
         ]
-        stack.say(f"    {running.name}: uid 65532, {running.ip} on eth0, token bound to the pod")
+        # The memory limit, as runc wrote it into the container's cgroup on its node.
+        path = f"{container_cgroup(pod, spec['name'])}/memory.max"
+        limit = stack.cluster.guest(running.node).read(path)[path].strip()
+        assert limit == str(512 * 2**20)
+        stack.say(
+            f"    {running.name}: uid 65532, / read-only (EROFS), seccomp filter, no "
+            f"capabilities, memory.max {limit}, token bound to the pod"
+        )
 
 
 MANAGED_PROBE_NAMESPACE = "e2e-admission"
@@ -273,9 +303,7 @@ def admissions(stack: Stack, managed_namespace: str) -> Iterator[list[str]]:
 def test_renewal_reaches_the_running_webhook_without_a_restart(
     stack: Stack, installed: Release, admissions: list[str]
 ) -> None:
-    (container,) = installed.webhook.containers.values()
-    before = stack.node.inspect("container", container.runtime_name)
-    assert before is not None
+    before = container_status(stack, installed.webhook)
     old = secret_data(stack, WEBHOOK_SECRET)
     old_serial = x509.load_pem_x509_certificate(old["tls.crt"]).serial_number
     certificate = f"{RELEASE}-webhook-cert"
@@ -303,8 +331,11 @@ def test_renewal_reaches_the_running_webhook_without_a_restart(
             timeout=60,
             what="cert-manager to write a new certificate",
         )
+    written = time.monotonic()
     new_leaf = leaf_der(new["tls.crt"])
-    with stack.narrator.step("the container serves the new certificate (files swapped in place)"):
+    # The kubelet rewrites a Secret volume at its next sync of the pod (up to its sync
+    # period, a minute, plus its cache's): the webhook then reloads the files.
+    with stack.narrator.step("the kubelet updates the Secret volume; the process reloads it"):
         eventually(
             lambda: (
                 served_certificate(
@@ -312,20 +343,21 @@ def test_renewal_reaches_the_running_webhook_without_a_restart(
                 )
                 == new_leaf
             ),
-            timeout=60,
+            timeout=180,
             what="the webhook to serve the renewed certificate",
         )
-    time.sleep(2)
-    after = stack.node.inspect("container", container.runtime_name)
-    assert after is not None
+    served_after = time.monotonic() - written
+    after = container_status(stack, installed.webhook)
     new_serial = x509.load_pem_x509_certificate(new["tls.crt"]).serial_number
     stack.say(
-        f"    serial {old_serial:x} -> {new_serial:x}; {len(admissions)} admissions meanwhile"
+        f"    serial {old_serial:x} -> {new_serial:x}, served {served_after:.1f}s after the "
+        f"Secret changed; {len(admissions)} admissions meanwhile"
     )
     assert new_serial != old_serial
-    assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
-    assert after["State"]["Pid"] == before["State"]["Pid"]
-    assert container.restarts == 0
+    # The same container, never restarted.
+    assert after["containerID"] == before["containerID"]
+    assert after["state"]["running"]["startedAt"] == before["state"]["running"]["startedAt"]
+    assert after["restartCount"] == 0
     assert len(admissions) >= 10
     failed = [answer for answer in admissions if QUOTA_HOOK not in answer]
     assert failed == []
@@ -347,9 +379,25 @@ def test_upgrade_serves_metrics_with_the_cert_manager_certificate(
             ca=metrics["ca.crt"],
         )  # fmt: skip
         assert served == leaf_der(metrics["tls.crt"])
-    (container,) = upgraded.reconciler.containers.values()
-    log = stack.runner.logs(container)
+    log = stack.kubectl("logs", "-n", RELEASE_NAMESPACE, upgraded.reconciler.name)
     assert "Initializing metrics certificate watcher using provided certificates" in log
+
+
+def test_the_webhook_rollout_waits_on_the_new_pod_readiness(upgrade: Upgrade) -> None:
+    """maxUnavailable 0: the old webhook pod goes only once its replacement is Ready, and
+    Ready is the kubelet's readiness probe passing, some time after the container runs."""
+    old, new = upgrade.old.webhook.uid, upgrade.release.webhook.uid
+    moments = [m.pods for m in upgrade.rollout]
+    assert moments, "the rollout was not watched"
+    # Every moment had a Ready webhook pod that was not being deleted.
+    assert all(any(ready and not gone for _, ready, gone in m.values()) for m in moments)
+    # The new pod ran unready for a while, with the old one still serving...
+    waiting = [m for m in moments if new in m and m[new][:2] == (True, False)]
+    assert waiting, "the new pod was never seen running before it was Ready"
+    assert all(old in m and not m[old][2] for m in waiting)
+    # ...and the old one was deleted only once the new one was Ready.
+    first_deleted = next(i for i, m in enumerate(moments) if old not in m or m[old][2])
+    assert any(new in m and m[new][1] for m in moments[: first_deleted + 1])
 
 
 def cpu_limit(pod: dict[str, Any]) -> str | None:
@@ -362,37 +410,35 @@ def test_enforce_converges_a_pod_while_the_webhook_container_seeds_new_ones(
     stack: Stack, enforcing: str
 ) -> None:
     namespace = enforcing
-    stack.apply(
-        builders.deployment(
-            "web", namespace, cpu="500m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
-        )
-    )
+    stack.apply(builders.deployment("web", namespace, cpu="500m", node=WORKLOAD_NODE))
 
     def web() -> dict[str, Any] | None:
         pods = stack.get("pods", "-n", namespace, "-l", "app=web")["items"]
         return pods[0] if pods else None
 
-    with stack.narrator.step(f"web (500m) alone on {WORKLOAD_NODE} climbs to its cap"):
-        pod = eventually(
-            lambda: (p := web()) and cpu_limit(p) == "5" and p,
-            timeout=90,
-            what="the reconciler container to raise web's limit to 10x its request",
-        )
-    events = stack.get("events", "-n", namespace)["items"]
-    adjusted = [
-        e["message"]
-        for e in events
-        if e["reason"] == "CPULimitAdjusted"
-        and e["involvedObject"]["name"] == pod["metadata"]["name"]
-    ]
-    assert any(message.split(" (")[0].endswith("-> 5000m") for message in adjusted), adjusted
+    def adjusted(pod: dict[str, Any]) -> list[str]:
+        """Where the reconciler's CPULimitAdjusted events said the pod's limit went."""
+        events = stack.get("events", "-n", namespace)["items"]
+        return [
+            e["message"].split(" (")[0].rsplit("-> ", 1)[-1]
+            for e in events
+            if e["reason"] == "CPULimitAdjusted"
+            and e["involvedObject"]["name"] == pod["metadata"]["name"]
+        ]
+
+    def raised() -> dict[str, Any] | None:
+        pod = web()
+        limit = None if pod is None else cpu_limit(pod)
+        if pod is None or limit is None or parse_cpu_millis(limit) <= 500:
+            return None
+        return pod if f"{parse_cpu_millis(limit)}m" in adjusted(pod) else None
+
+    with stack.narrator.step(f"web (500m) on {WORKLOAD_NODE} climbs into the node's slack"):
+        pod = eventually(raised, timeout=180, what="the reconciler pod to raise web's limit")
+    stack.say(f"    web's limits.cpu: {cpu_limit(pod)}, as its CPULimitAdjusted event says")
     manifest = stack.work / "seeded.json"
     manifest.write_text(
-        json.dumps(
-            builders.pod(
-                "seeded", namespace, cpu="250m", node=WORKLOAD_NODE, toleration=WORKLOAD_TAINT
-            )
-        )
+        json.dumps(builders.pod("seeded", namespace, cpu="250m", node=WORKLOAD_NODE))
     )
 
     def admitted(*flags: str) -> tuple[str | None, str]:
@@ -484,9 +530,14 @@ def test_the_runbook_series_are_queryable(
             "-p", '{"spec":{"nodePools":null,"weights":null}}',
         )  # fmt: skip
         stack.kubectl("label", "node", node, "pool-")
-    limit = prometheus.query(f'headroom_pod_limit_cores{{namespace="{enforcing}"}}')
+    web = next(p for p in pods if p["metadata"]["name"].startswith("web-"))
+    web = stack.get("pod", web["metadata"]["name"], "-n", enforcing)
+    cores = parse_cpu_millis(str(web["spec"]["containers"][0]["resources"]["limits"]["cpu"])) / 1000
+    limit = prometheus.query(
+        f'headroom_pod_limit_cores{{namespace="{enforcing}",pod="{web["metadata"]["name"]}"}}'
+    )
     stack.say(f"    {len(names)} runbook series present; web's limit {limit[0]['value'][1]} cores")
-    assert any(float(r["value"][1]) == 5.0 for r in limit)
+    assert [float(r["value"][1]) for r in limit] == [cores]
 
 
 def test_the_chart_prometheus_rule_loads_without_errors(
@@ -521,3 +572,116 @@ def test_the_chart_prometheus_rule_loads_without_errors(
         1.0
     ]
     stack.say(f"    rule group headroom: {len(rules)} rules, health ok, 0 evaluation failures")
+
+
+# -- the ServiceAccount token, refreshed -------------------------------------------------
+
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# A kubelet refreshes a projected token once 80 % of the lifetime it asked for has passed
+# (3607 s for the default token volume: about 48 minutes after issue), give or take its
+# 10 s of jitter.
+TOKEN_SECONDS = 3607
+REFRESH_AT = 0.8 * TOKEN_SECONDS
+# How far past that point the reconciler's node's clock is moved: past the jitter, and
+# short of the point at which the new token would need refreshing too.
+PAST_REFRESH = 30.0
+# How often the test makes the reconciler write (a new pod to resize) once the token is new.
+POD_EVERY = 20.0
+
+
+def token_claims(token: str) -> dict[str, Any]:
+    """The token's claims (read, not verified): its ``jti`` is what the API server's audit
+    records as the credential a request carried."""
+    payload = token.split(".")[1]
+    claims: dict[str, Any] = json.loads(
+        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    )
+    return claims
+
+
+def test_the_kubelet_refreshes_the_reconciler_token_and_the_process_uses_the_new_one(
+    stack: Stack, upgraded: Release, enforcing: str
+) -> None:
+    """Last in this module: the moved clock would confuse a Prometheus on that node."""
+    running = upgraded.reconciler
+    pod = stack.get("pod", running.name, "-n", RELEASE_NAMESPACE)
+    container = pod["spec"]["containers"][0]["name"]
+    user = f"system:serviceaccount:{RELEASE_NAMESPACE}:{pod['spec']['serviceAccountName']}"
+
+    def token() -> str:
+        return stack.kubectl(
+            "exec", "-n", RELEASE_NAMESPACE, running.name, "-c", container, "--",
+            "python3", "-c", f"print(open({TOKEN_FILE!r}).read())",
+        ).strip()  # fmt: skip
+
+    def used() -> list[str]:
+        """The credentials the reconciler's audited requests (pod resizes, events) carried,
+        in order, once each."""
+        extra = "authentication.kubernetes.io/credential-id"
+        return list(
+            dict.fromkeys(
+                credential
+                for event in stack.plane.audit_events()
+                if event["user"]["username"] == user
+                for credential in event["user"].get("extra", {}).get(extra, [])
+            )
+        )
+
+    old = token_claims(token())
+    assert f"JTI={old['jti']}" in used()
+    # Just past the refresh point of the token in the volume, by the node's clock.
+    ahead = old["iat"] + REFRESH_AT + PAST_REFRESH - time.time()
+    guest = stack.cluster.guest(running.node)
+    with stack.narrator.step(
+        f"{running.node}'s clock {ahead / 60:.0f} minutes ahead: the kubelet refreshes"
+    ):
+        guest.shift_clock(ahead)
+        try:
+            moved = time.monotonic()
+            new = token_claims(
+                eventually(
+                    lambda: (
+                        (found := token()) and token_claims(found)["jti"] != old["jti"] and found
+                    ),
+                    timeout=240,
+                    what="the kubelet to write a new token into the reconciler's volume",
+                )
+            )
+            refreshed = time.monotonic() - moved
+            # The process keeps working, on the new token. Its client re-reads the token
+            # file at most a minute after its last read, so a request may carry the old
+            # one (valid for a fifth of its lifetime yet) until then: a new pod in the
+            # enforced namespace every 20 s, each resized, until the audit log shows a
+            # request with the new token.
+            pods: list[str] = []
+            carried = f"JTI={new['jti']}"
+
+            def switched_over() -> bool:
+                if carried in used():
+                    return True
+                if len(pods) * POD_EVERY <= time.monotonic() - moved - refreshed:
+                    pods.append(f"after-refresh-{len(pods)}")
+                    stack.apply(builders.pod(pods[-1], enforcing, cpu="100m", node=WORKLOAD_NODE))
+                return False
+
+            try:
+                eventually(
+                    switched_over,
+                    timeout=180,
+                    what="a request of the reconciler's carrying the new token",
+                )
+            except pytest.fail.Exception as failure:
+                raise AssertionError(
+                    f"{failure}; old JTI={old['jti']}, new JTI={new['jti']}; the reconciler's "
+                    f"credentials, in order: {used()}; pods made: {pods}; its log:\n"
+                    + stack.kubectl("logs", "-n", RELEASE_NAMESPACE, running.name, "--tail=40")
+                ) from failure
+            switched = time.monotonic() - moved - refreshed
+        finally:
+            guest.shift_clock(-ahead)
+    stack.say(
+        f"    new token in the volume {refreshed:.1f}s after the clock moved; the reconciler "
+        f"sent it {switched:.1f}s later, with the resize of pod {len(pods)} made since"
+    )
+    assert new["kubernetes.io"]["pod"]["uid"] == running.uid
+    assert container_status(stack, running)["restartCount"] == 0

@@ -14,10 +14,6 @@ Outside ``make realnode`` these tests are deselected (plain ``pytest`` lists the
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
-import tempfile
 import time
 import urllib.parse
 import uuid
@@ -35,6 +31,7 @@ from devcluster.realnet import NAMESPACE_ENV
 from devcluster.realnodes import RealCluster
 from devcluster.vpa import resource_metrics_api
 from tests.cluster_helpers import harness_tier
+from tests.fleet import say
 from tests.integration.conftest import Cluster, headroom_crd, helm, third_party_crds
 from tests.integration.rbac import (
     RECONCILER,
@@ -58,6 +55,7 @@ __all__ = [
     "crd",
     "headroom_crd",
     "helm",
+    "say",
     "start_reconciler",
     "third_party_crds",
     "vpa",
@@ -69,8 +67,6 @@ SCRAPER = ServiceAccount(namespace=RELEASE_NAMESPACE, name="prometheus")
 # and stamps them with that time, so a faster scrape only repeats samples. 15 s is also
 # Grafana's default scrape interval for a Prometheus data source.
 SCRAPE_INTERVAL = 15.0
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "_artifacts" / "realnode"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,40 +76,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # They need root, qemu and a network namespace of their own: make realnode.
     harness_tier(config, items, here=Path(__file__).parent, marker="realnode", env=NAMESPACE_ENV)
-
-
-def say(config: pytest.Config, text: str) -> None:
-    """Straight to the terminal, past pytest's output capture."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        sys.stdout.write(f"{text}\n")
-        sys.stdout.flush()
-
-
-@pytest.fixture(scope="session")
-def real_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[RealCluster]:
-    # qemu's agent sockets need a short path.
-    run_dir = Path(tempfile.mkdtemp(prefix="hrq", dir="/tmp"))
-    cluster = RealCluster(work_dir=tmp_path_factory.mktemp("realnode"), run_dir=run_dir)
-    started = time.monotonic()
-    cluster.start()
-    say(
-        request.config,
-        f"\nreal nodes Ready {time.monotonic() - started:.1f}s after the session began: "
-        + ", ".join(
-            f"{name} {s:.1f}s after qemu started" for name, s in cluster.ready_after.items()
-        ),
-    )
-    try:
-        yield cluster
-    finally:
-        if request.session.testsfailed or os.environ.get("HEADROOM_KEEP_LOGS"):
-            kept = cluster.keep_logs(ARTIFACTS / uuid.uuid4().hex[:6])
-            print(f"\nreal-node logs kept in {kept}")
-        cluster.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

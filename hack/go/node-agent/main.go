@@ -14,6 +14,11 @@
 // Each entry of "read" is a glob; every file it matches is read (its last "tail" bytes
 // when "tail" is set). A file that cannot be read is answered with its error in
 // "errors". The agent serves one request at a time, in order.
+//
+// One request writes instead: {"id": 8, "shiftClockMillis": 3000000} moves the guest's
+// wall clock by that much (a negative amount moves it back) and is answered with the new
+// time in "clock", or its error in "errors". It is a fault only a clock can produce: what
+// a kubelet does once a time has come (a token's refresh), without waiting for it.
 package main
 
 import (
@@ -24,21 +29,24 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
 const portName = "headroom.agent"
 
 type request struct {
-	ID   int64    `json:"id"`
-	Read []string `json:"read"`
-	Tail int64    `json:"tail"`
+	ID               int64    `json:"id"`
+	Read             []string `json:"read"`
+	Tail             int64    `json:"tail"`
+	ShiftClockMillis int64    `json:"shiftClockMillis"`
 }
 
 type response struct {
 	ID     int64             `json:"id"`
 	Files  map[string]string `json:"files"`
 	Errors map[string]string `json:"errors,omitempty"`
+	Clock  string            `json:"clock,omitempty"`
 }
 
 // findPort returns the device of the virtio-serial port named portName; the guest has
@@ -75,8 +83,24 @@ func readFile(path string, tail int64) (string, error) {
 	return string(data), err
 }
 
+func shiftClock(millis int64) (string, error) {
+	target := time.Now().Add(time.Duration(millis) * time.Millisecond)
+	tv := syscall.NsecToTimeval(target.UnixNano())
+	if err := syscall.Settimeofday(&tv); err != nil {
+		return "", err
+	}
+	return time.Now().UTC().Format(time.RFC3339Nano), nil
+}
+
 func answer(req request) response {
 	resp := response{ID: req.ID, Files: map[string]string{}}
+	if req.ShiftClockMillis != 0 {
+		clock, err := shiftClock(req.ShiftClockMillis)
+		if err != nil {
+			resp.Errors = map[string]string{"clock": err.Error()}
+		}
+		resp.Clock = clock
+	}
 	for _, pattern := range req.Read {
 		paths, err := filepath.Glob(pattern)
 		if err != nil {

@@ -7,16 +7,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from devcluster.guests import (
+    CONFIG_MOUNT,
     REGISTRY_HOSTS,
     Guest,
     GuestImage,
     NodeSpec,
     RegistryMirror,
     cni_configuration,
+    kube_proxy_configuration,
     kubelet_configuration,
     node_environment,
     registry_hosts,
 )
+from devcluster.realnet import POD_NETWORK
 from devcluster.realnodes import STATIC, WORKLOAD
 
 
@@ -50,6 +53,17 @@ def test_the_pod_network_is_the_nodes_own_range() -> None:
     [bridge] = cni_configuration(STATIC)["plugins"]
     assert bridge["type"] == "bridge"
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.244.2.0/24"}]]
+
+
+def test_kube_proxy_programs_nftables_as_its_node_with_its_own_credentials() -> None:
+    config = kube_proxy_configuration(STATIC)
+    assert config["mode"] == "nftables"
+    assert config["hostnameOverride"] == STATIC.name
+    assert config["bindAddress"] == STATIC.address
+    # Traffic from outside the pod network to a Service is masqueraded: the API server's.
+    assert config["clusterCIDR"] == str(POD_NETWORK)
+    assert config["clientConnection"]["kubeconfig"] == f"{CONFIG_MOUNT}/kube-proxy.kubeconfig"
+    assert config["conntrack"]["maxPerCore"] == 0
 
 
 def test_node_env_carries_name_address_routes_labels_and_swap() -> None:
