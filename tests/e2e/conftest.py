@@ -145,6 +145,8 @@ class Stack:
     work: Path
     processes: list[HostProcess] = field(default_factory=list)
     prometheus_image: str = ""
+    # The third-party CRDs this package applied (cert-manager's, the operator's, VPA's).
+    crds: list[Path] = field(default_factory=list)
 
     @property
     def plane(self) -> ControlPlane:
@@ -307,7 +309,8 @@ def _uninstall(stack: Stack) -> None:
     """Everything this package installed, gone, so the fleet's next tests find empty
     nodes: Prometheus first, while its operator runs (its pod's 600 s grace period would
     otherwise hold up its namespace's deletion), both releases (the CRD stays, as its
-    chart promises), the config, the namespaces and their pods."""
+    chart promises), the config, the namespaces and their pods, the third-party CRDs
+    (preflight, in the next tests, reports whether cert-manager's are there)."""
     for command, must in (
         (f"kubectl delete prometheus --all -n {MONITORING} --ignore-not-found --wait", False),
         (f"kubectl wait pod --all -n {MONITORING} --for=delete --timeout=300s", False),
@@ -320,6 +323,8 @@ def _uninstall(stack: Stack) -> None:
     ):  # fmt: skip
         result = stack.sh(command, timeout=330, show=False)
         assert result.returncode == 0 or not must, result.stderr
+    if stack.crds:
+        stack.kubectl("delete", "--ignore-not-found", *(f"--filename={p}" for p in stack.crds))
 
 
 @pytest.fixture(scope="package")
@@ -343,11 +348,11 @@ def stack(
     )  # fmt: skip
     try:
         with step("CRDs: cert-manager and monitoring.coreos.com, from their Go modules"):
-            files = [
+            stack.crds = [
                 *sorted(crds_dir(plane.bin_dir).glob("*.yaml")),
                 *sorted(paths.prometheus_operator_crds.glob("*.yaml")),
             ]
-            for path in files:
+            for path in stack.crds:
                 plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
             plane.kubectl("wait", "crd", "--all", "--for=condition=Established", "--timeout=60s")
         with step(f"push both charts (helm package, helm push) and the images to {registry.host}"):
