@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
-# make test's tiers, in order: unit and integration (pytest, with the arguments given),
-# then end-to-end and real-node, together on one boot of the real-node fleet.
+# make test's tiers, in two lanes at once:
+#  - unit and integration (pytest, with the arguments given), in the foreground;
+#  - end-to-end and real-node, together on one boot of the real-node fleet, in the
+#    background, its output in _artifacts/fleet-tiers.log and followed here once the first
+#    lane ends.
+# The fleet's lane spends about a third of its time waiting on kubelets, rate windows and
+# token refreshes with the cores idle; run after the first lane, that wait was the run's
+# longest stretch (docs/development.md, "Two lanes").
 #
 # On a machine whose caches are cold, the end-to-end and real-node parts (Go builds,
-# debootstrap) take about 18 minutes; they build meanwhile, at the lowest CPU priority, in
-# whatever the tests leave idle, and the two tiers' own build steps then find them
-# cached. On a warm machine that build is a no-op. Needs root (debootstrap), as those
-# tiers do; without it, only the tiers' own steps build.
+# debootstrap) take about 18 minutes: the fleet's lane builds them first, at the lowest CPU
+# priority, in whatever the first lane leaves idle, then runs its tests at the ordinary
+# one. On a warm machine that build is a no-op. Needs root (debootstrap, the fleet's
+# network namespace), as those tiers do; without it, make e2e says so and the run fails.
+# Both lanes always run to their end, so one run reports every failing tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p _artifacts
@@ -17,32 +24,37 @@ mkdir -p _artifacts
 neighbours_log=_artifacts/neighbours-build.log
 setsid nice -n 10 bash hack/build-neighbours.sh >"$neighbours_log" 2>&1 &
 neighbours=$!
-trap 'kill -TERM -- -"$neighbours" 2>/dev/null || true' EXIT
-log=_artifacts/parts-build.log
-parts=
-if [ "$(id -u)" = 0 ]; then
-  setsid nice -n 19 bash -c 'bash hack/build-e2e.sh &&
-    PYTHON=.venv/bin/python bash hack/build-realnode.sh >/dev/null' >"$log" 2>&1 &
-  parts=$!
-  # A failed tier stops make test: the builds go with it.
-  trap 'kill -TERM -- -"$neighbours" -"$parts" 2>/dev/null || true' EXIT
-fi
-.venv/bin/pytest "$@"
+parts_log=_artifacts/parts-build.log
+fleet_log=_artifacts/fleet-tiers.log
+: >"$parts_log"
+setsid bash -c '
+  if [ "$(id -u)" = 0 ]; then
+    if ! { nice -n 19 bash hack/build-e2e.sh &&
+      PYTHON=.venv/bin/python nice -n 19 bash hack/build-realnode.sh >/dev/null; } >"$1" 2>&1; then
+      tail -40 "$1"
+      echo "tiers: building the end-to-end and real-node parts failed (log $1)"
+      exit 1
+    fi
+    grep -E "^\[[a-z0-9-]+\] .*: [0-9]+s$" "$1" || true
+  fi
+  exec make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"
+' fleet "$parts_log" >"$fleet_log" 2>&1 &
+fleet=$!
+# A stopped make test stops both background jobs.
+trap 'kill -TERM -- -"$neighbours" -"$fleet" 2>/dev/null || true' EXIT
+
+status=0
+.venv/bin/pytest "$@" || status=$?
 if ! wait "$neighbours"; then
   tail -40 "$neighbours_log"
   echo "tiers: building the components beside Headroom failed (log $neighbours_log)"
-  exit 1
+  status=1
 fi
 grep -E '^\[neighbours\] ' "$neighbours_log" || true
-if [ -n "$parts" ]; then
-  echo "tiers: waiting for the end-to-end and real-node parts (log $log)"
-  if ! wait "$parts"; then
-    tail -40 "$log"
-    echo "tiers: building the end-to-end and real-node parts failed (log $log)"
-    exit 1
-  fi
-  grep -E '^\[[a-z0-9-]+\] .*: [0-9]+s$' "$log" || true
+echo "tiers: the end-to-end and real-node tiers, running beside the above (log $fleet_log)"
+tail -n +1 -f --pid="$fleet" "$fleet_log"
+if ! wait "$fleet"; then
+  status=1
 fi
 trap - EXIT
-# The end-to-end and real-node tiers in one session: one boot of the fleet for both.
-make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"
+exit "$status"
