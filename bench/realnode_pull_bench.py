@@ -1,16 +1,17 @@
-"""Benchmark: what running ``make e2e``'s chart pods on real nodes would cost, measured on
-one: the chart's images pulled by a real kubelet from the local registry, and Headroom's
-two processes starting in the emulated guest.
+"""Benchmark: what running ``make e2e``'s pods on real nodes costs, measured on one: the
+images pulled by a real kubelet from the local registry, and Headroom's two processes
+starting in the emulated guest.
 
 Boots the real-node fleet's workload guest (``devcluster.realnodes.WORKLOAD``) with a
 local registry on the guest network; the guest's containerd pulls from it, for the
 registry's own host and for the chart image's registry (``ghcr.io``), as an air-gapped
 node pulls through a mirror. Pushes the images ``make e2e`` builds (Headroom's,
-Prometheus's and its config reloader's) from the build store, then runs each in a pod on
-the node, one after another, and prints, per image: the pull's time and size as the
-kubelet's ``Pulled`` event reports them, and the pod's create-to-completion time. The
-Headroom pod imports the webhook's and the reconciler's modules and prints how long that
-took, which the benchmark sets beside the same import on the host.
+Prometheus's, the Prometheus Operator's and its config reloader's) from the build store,
+then runs each in a pod on the node, one after another, and prints, per image: the pull's
+time and size as the kubelet's ``Pulled`` event reports them, and the pod's
+create-to-completion time. The Headroom pod imports the webhook's and the reconciler's
+modules and prints how long that took, which the benchmark sets beside the same import on
+the host.
 
     make bench-realnode-pull              # root; builds the images as make e2e does
     make bench-realnode-pull REALNODE_ARGS="--compression zstd"
@@ -40,6 +41,7 @@ from devcluster.addons import Registry, addon_paths
 from devcluster.binaries import REPO, pinned_versions
 from devcluster.containers import (
     HEADROOM_IMAGE,
+    OPERATOR_IMAGE,
     PROMETHEUS_IMAGE,
     RELOADER_IMAGE,
     Engine,
@@ -107,6 +109,12 @@ def _images(registry: Registry) -> list[Image]:
             f"prometheus/prometheus:{prometheus}",
             f"{registry.host}/prometheus/prometheus:{prometheus}",
             ("/bin/prometheus", "--version"),
+        ),
+        Image(
+            f"{OPERATOR_IMAGE}:{operator}",
+            f"prometheus-operator/prometheus-operator:{operator}",
+            f"{registry.host}/prometheus-operator/prometheus-operator:{operator}",
+            ("/bin/operator", "--version"),
         ),
         Image(
             f"{RELOADER_IMAGE}:{operator}",

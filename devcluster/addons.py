@@ -1,6 +1,7 @@
-"""The third-party parts of the end-to-end install path, run as host processes beside the
-control plane: cert-manager's controller and cainjector, the Prometheus Operator, and a
-local OCI registry (distribution, Debian's ``docker-registry``) serving TLS.
+"""The third-party parts of the end-to-end install path: cert-manager's controller and
+cainjector and a local OCI registry (distribution, Debian's ``docker-registry``) serving
+TLS, run as host processes beside the control plane, and the Prometheus Operator's own
+manifests for its pod.
 
 Their binaries come from the caches ``hack/build-e2e.sh`` fills beside the control
 plane's (``addon_paths``); nothing here downloads anything.
@@ -45,6 +46,8 @@ class AddonPaths:
     cert_manager_bin: Path
     prometheus_operator_bin: Path
     prometheus_operator_crds: Path
+    # The release's own manifests for its pod: ServiceAccount, RBAC, Deployment.
+    prometheus_operator_deploy: Path
     prometheus: Path
     docker_registry: Path
     base_rootfs: Path
@@ -56,6 +59,7 @@ class AddonPaths:
             self.prometheus_operator_bin / "prometheus-operator",
             self.prometheus_operator_bin / "prometheus-config-reloader",
             self.prometheus_operator_crds / ".complete",
+            self.prometheus_operator_deploy / ".complete",
             self.prometheus,
             self.docker_registry,
             self.base_rootfs,
@@ -103,6 +107,7 @@ def addon_paths() -> AddonPaths:
         cert_manager_bin=cache / f"cert-manager-{v['CERT_MANAGER_VERSION']}" / "bin",
         prometheus_operator_bin=operator / "bin",
         prometheus_operator_crds=operator / "crds",
+        prometheus_operator_deploy=operator / "deploy",
         prometheus=_prometheus_path(),
         docker_registry=_registry_path(),
         base_rootfs=debian / "base-rootfs.tar",
@@ -203,27 +208,38 @@ def start_cert_manager(
     return controller, cainjector
 
 
-def start_prometheus_operator(
-    paths: AddonPaths, *, kubeconfig: Path, log_dir: Path, reloader_image: str
-) -> HostProcess:
-    port = free_port()
-    operator = spawn(
-        "prometheus-operator",
-        [
-            str(paths.prometheus_operator_bin / "prometheus-operator"),
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--prometheus-config-reloader={reloader_image}",
-            # The reloader's default CPU limit (10m) starves a Go program on an emulated
-            # node: the init container alone took minutes to start.
-            "--config-reloader-cpu-limit=0",
-            "--log-level=info",
+# The reloader's default CPU limit (10m) starves a Go program on an emulated node: the
+# Prometheus pod's init container alone took minutes to start.
+OPERATOR_ARGS = ("--config-reloader-cpu-limit=0",)
+
+
+def prometheus_operator_kustomization(paths: AddonPaths, directory: Path, namespace: str) -> Path:
+    """A kustomization of the release's own manifests for the operator's pod, in
+    ``namespace``, its Deployment's arguments extended with ``OPERATOR_ARGS``; returns the
+    directory for ``kubectl apply -k``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    resources = []
+    for manifest in sorted(paths.prometheus_operator_deploy.glob("*.yaml")):
+        (directory / manifest.name).write_bytes(manifest.read_bytes())
+        resources.append(manifest.name)
+    patch = [
+        {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": arg}
+        for arg in OPERATOR_ARGS
+    ]
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": namespace,
+        "resources": resources,
+        "patches": [
+            {
+                "target": {"kind": "Deployment", "name": "prometheus-operator"},
+                "patch": json.dumps(patch),
+            }
         ],
-        log_dir=log_dir,
-        # The operator reads its cluster from KUBECONFIG (it has no flag for it).
-        env={"KUBECONFIG": str(kubeconfig)},
-    )
-    wait_until(operator, lambda: http_ok(f"http://127.0.0.1:{port}/healthz"), "/healthz")
-    return operator
+    }
+    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2))
+    return directory
 
 
 def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -31,10 +31,11 @@ from typing import Any
 NOFILE = 16384
 NPROC = 4096
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-# The images hack/e2e.sh builds into the build store (the last two tagged with the
+# The images hack/e2e.sh builds into the build store (the last three tagged with the
 # pinned Prometheus and prometheus-operator versions).
 HEADROOM_IMAGE = "localhost/kube-headroom:e2e"
 PROMETHEUS_IMAGE = "localhost/e2e/prometheus"
+OPERATOR_IMAGE = "localhost/e2e/prometheus-operator"
 RELOADER_IMAGE = "localhost/e2e/prometheus-config-reloader"
 
 

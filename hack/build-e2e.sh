@@ -5,6 +5,7 @@
 #                                (cert-manager's Go module; wiring in hack/go)
 #   prometheus-operator-<v>/bin  prometheus-operator, prometheus-config-reloader
 #   prometheus-operator-<v>/crds the monitoring.coreos.com CRDs of that release
+#   prometheus-operator-<v>/deploy  that release's manifests for the operator's pod
 #   prometheus-<v>/bin           the Prometheus server (its Go module, with the Kubernetes
 #                                service discovery only)
 #   debian-<suite>/              docker-registry, unpacked from its Debian package;
@@ -102,14 +103,20 @@ GO
       mv "$dir/bin/${pair%=*}.tmp" "$dir/bin/${pair%=*}"
     done
   fi
-  if [ ! -f "$dir/crds/.complete" ]; then
+  # Its CRDs, and the release's own manifests for running the operator as a pod: its
+  # ServiceAccount, ClusterRole and binding, and Deployment.
+  if [ ! -f "$dir/crds/.complete" ] || [ ! -f "$dir/deploy/.complete" ]; then
     local moddir
     moddir=$(cd "$dir/src" && go mod download -json "$module@$PROMETHEUS_OPERATOR_VERSION" |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-    mkdir -p "$dir/crds"
+    mkdir -p "$dir/crds" "$dir/deploy"
     cp "$moddir"/example/prometheus-operator-crd/monitoring.coreos.com_*.yaml "$dir/crds/"
-    chmod u+w "$dir/crds"/*.yaml
-    touch "$dir/crds/.complete"
+    local part
+    for part in service-account cluster-role cluster-role-binding deployment; do
+      cp "$moddir/example/rbac/prometheus-operator/prometheus-operator-$part.yaml" "$dir/deploy/"
+    done
+    chmod u+w "$dir/crds"/*.yaml "$dir/deploy"/*.yaml
+    touch "$dir/crds/.complete" "$dir/deploy/.complete"
   fi
 }
 

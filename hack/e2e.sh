@@ -5,8 +5,8 @@
 #     (hack/build-e2e.sh: cert-manager, prometheus-operator and Prometheus from their Go
 #     modules, Debian's docker-registry, a debootstrapped base root filesystem);
 #  2. in the build store (python -m devcluster.containers env): imports the base image,
-#     builds Headroom's image with `make docker-build` on it, and the two Prometheus images
-#     from scratch;
+#     builds Headroom's image with `make docker-build` on it, and Prometheus's, the
+#     Prometheus Operator's and its config reloader's from scratch;
 #  3. runs tests/e2e on the real-node fleet (hack/realnode.sh, which builds the guests'
 #     parts and gives the run a network and mount namespace of its own); with --images,
 #     stops after step 2 (make bench-realnode-pull pushes those images).
@@ -87,8 +87,8 @@ reuse "$image" "$(find Dockerfile .dockerignore pyproject.toml README.md app cer
   reconciler -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | inputs_key)" \
   make --no-print-directory docker-build IMG="$image" BASE_IMAGE="$base"
 
-# The Prometheus server and the operator's config reloader: each a static binary alone in
-# its image, so a node pulls only that.
+# The Prometheus server, the Prometheus Operator and its config reloader: each a static
+# binary alone in its image, so a node pulls only that.
 e2e_image() {  # e2e_image NAME:TAG BINARY
   local name=$1 binary=$2 containerfile=tests/e2e/images/${1%%:*}.Containerfile
   cp "$binary" "$context/"
@@ -96,6 +96,8 @@ e2e_image() {  # e2e_image NAME:TAG BINARY
     bash hack/image-build.sh "localhost/e2e/$name" "$context" "$containerfile"
 }
 e2e_image "prometheus:$PROMETHEUS_VERSION" "$cache/prometheus-$PROMETHEUS_VERSION/bin/prometheus"
+e2e_image "prometheus-operator:$PROMETHEUS_OPERATOR_VERSION" \
+  "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-operator"
 e2e_image "prometheus-config-reloader:$PROMETHEUS_OPERATOR_VERSION" \
   "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION/bin/prometheus-config-reloader"
 rm -rf "$context" "$build_log"

@@ -4,15 +4,11 @@
 #  - end-to-end and real-node, together on one boot of the real-node fleet, in the
 #    background, its output in _artifacts/fleet-tiers.log and followed here once the first
 #    lane ends.
-# The fleet's lane spends about a third of its time waiting on kubelets, rate windows and
-# token refreshes with the cores idle; run after the first lane, that wait was the run's
-# longest stretch (docs/development.md, "Two lanes").
-#
-# On a machine whose caches are cold, the end-to-end and real-node parts (Go builds,
-# debootstrap) take about 18 minutes: the fleet's lane builds them first, at the lowest CPU
-# priority, in whatever the first lane leaves idle, then runs its tests at the ordinary
-# one. On a warm machine that build is a no-op. Needs root (debootstrap, the fleet's
-# network namespace), as those tiers do; without it, make e2e says so and the run fails.
+# The fleet's lane leaves the cores idle about a third of its time, waiting on kubelets,
+# rate windows and token refreshes; the first lane fills that (docs/development.md, "Two
+# lanes"). hack/fleet-lane.sh builds that lane's parts first and sets its priorities.
+# Needs root (debootstrap, the fleet's network namespace), as those tiers do; without it,
+# make e2e says so and the run fails.
 # Both lanes always run to their end, so one run reports every failing tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,18 +23,7 @@ neighbours=$!
 parts_log=_artifacts/parts-build.log
 fleet_log=_artifacts/fleet-tiers.log
 : >"$parts_log"
-setsid bash -c '
-  if [ "$(id -u)" = 0 ]; then
-    if ! { nice -n 19 bash hack/build-e2e.sh &&
-      PYTHON=.venv/bin/python nice -n 19 bash hack/build-realnode.sh >/dev/null; } >"$1" 2>&1; then
-      tail -40 "$1"
-      echo "tiers: building the end-to-end and real-node parts failed (log $1)"
-      exit 1
-    fi
-    grep -E "^\[[a-z0-9-]+\] .*: [0-9]+s$" "$1" || true
-  fi
-  exec make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"
-' fleet "$parts_log" >"$fleet_log" 2>&1 &
+setsid bash hack/fleet-lane.sh "$parts_log" >"$fleet_log" 2>&1 &
 fleet=$!
 # A stopped make test stops both background jobs.
 trap 'kill -TERM -- -"$neighbours" -"$fleet" 2>/dev/null || true' EXIT

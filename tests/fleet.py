@@ -29,6 +29,9 @@ ARTIFACTS = REPO / "_artifacts" / "fleet"
 PUBLISHED_REGISTRY = str(
     yaml.safe_load((REPO / "chart/kube-headroom/values.yaml").read_text())["image"]["repository"]
 ).split("/", 1)[0]
+# The one the Prometheus Operator's release manifests and defaults name (the operator, its
+# config reloader, Prometheus): mirrored by the local one too.
+OPERATOR_REGISTRY = "quay.io"
 
 
 def say(config: pytest.Config, text: str) -> None:
@@ -43,8 +46,9 @@ def real_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RealCluster]:
     work = tmp_path_factory.mktemp("fleet")
-    # The end-to-end tier pulls the chart's images: a local registry, mirroring the
-    # published one, starts with the fleet when that tier is in the session.
+    # The end-to-end tier pulls the chart's images and the operator's: a local registry,
+    # mirroring the registries they are published to, starts with the fleet when that tier
+    # is in the session.
     pulls = any(item.get_closest_marker("e2e") for item in request.session.items)
     registry = (
         Registry(binary=addon_paths().docker_registry, work_dir=work / "registry",
@@ -58,7 +62,7 @@ def real_cluster(
         work_dir=work,
         run_dir=run_dir,
         registry=registry,
-        mirrored=(PUBLISHED_REGISTRY,) if pulls else (),
+        mirrored=(PUBLISHED_REGISTRY, OPERATOR_REGISTRY) if pulls else (),
     )
     started = time.monotonic()
     cluster.start()

@@ -5,7 +5,8 @@ on the real-node fleet (``tests/fleet.py``) in a network and mount namespace of 
 real kubelets in qemu guests, with containerd, runc and kube-proxy, pulling through a
 local OCI registry that mirrors the published one. The package brings up, narrating as it
 goes: both charts and the images in that registry, cert-manager's controller and
-cainjector and the Prometheus Operator (processes beside the control plane). The fixtures
+cainjector (processes beside the control plane) and the Prometheus Operator (a pod, from
+its release's own manifests). The fixtures
 then walk the runbook: install from OCI, upgrade with metrics TLS and Prometheus, enforce.
 They are package-scoped: once the last test here ends, what they installed is uninstalled
 and the nodes are left empty for the real-node tier, which shares the session's fleet.
@@ -41,12 +42,13 @@ from devcluster.addons import (
     HostProcess,
     Registry,
     addon_paths,
+    prometheus_operator_kustomization,
     start_cert_manager,
-    start_prometheus_operator,
 )
 from devcluster.binaries import pinned_versions
 from devcluster.containers import (
     HEADROOM_IMAGE,
+    OPERATOR_IMAGE,
     PROMETHEUS_IMAGE,
     RELOADER_IMAGE,
     Engine,
@@ -57,7 +59,7 @@ from devcluster.kubeapi import KubeAPI
 from devcluster.realnodes import WORKLOAD, RealCluster
 from tests.cluster_helpers import harness_tier
 from tests.e2e import builders
-from tests.fleet import PUBLISHED_REGISTRY
+from tests.fleet import OPERATOR_REGISTRY, PUBLISHED_REGISTRY
 from tests.integration import conftest as integration
 from tests.unit.docs.markdown import RUNBOOK, shell_commands
 
@@ -82,6 +84,11 @@ BUILT_IMAGE = HEADROOM_IMAGE
 WORKLOAD_NODE = WORKLOAD.name
 # Prometheus's ClusterRole and its binding (builders.prometheus_rbac).
 PROMETHEUS_RBAC = f"{MONITORING}-prometheus"
+# The operator's kustomization, in the package's work directory.
+OPERATOR_DIR = "prometheus-operator"
+# The operator's pods, and the one its Prometheus object becomes.
+OPERATOR_SELECTOR = "app.kubernetes.io/name=prometheus-operator"
+PROMETHEUS_SELECTOR = f"operator.prometheus.io/name={PROMETHEUS}"
 # Namespaces this package makes, deleted when it ends.
 NAMESPACES = ("team-a", "e2e-admission", MONITORING, "cert-manager", RELEASE_NAMESPACE)
 
@@ -270,16 +277,20 @@ def narrator(pytestconfig: pytest.Config) -> Narrator:
 
 
 def _push_images(stack: Stack, versions: dict[str, str]) -> dict[str, str]:
-    """Build-store images into the registry; returns where each went."""
+    """Build-store images into the registry, each under its published repository's path
+    (the registry mirrors both registries); returns where each went."""
     host = stack.registry.host
+    operator = versions["PROMETHEUS_OPERATOR_VERSION"]
     pushed = {
         BUILT_IMAGE: f"{host}/{IMAGE_PATH}:{CHART['appVersion']}",
         f"{PROMETHEUS_IMAGE}:{versions['PROMETHEUS_VERSION']}": (
             f"{host}/prometheus/prometheus:{versions['PROMETHEUS_VERSION']}"
         ),
-        f"{RELOADER_IMAGE}:{versions['PROMETHEUS_OPERATOR_VERSION']}": (
-            f"{host}/prometheus-operator/prometheus-config-reloader:"
-            f"{versions['PROMETHEUS_OPERATOR_VERSION']}"
+        f"{OPERATOR_IMAGE}:{operator}": (
+            f"{host}/prometheus-operator/prometheus-operator:{operator}"
+        ),
+        f"{RELOADER_IMAGE}:{operator}": (
+            f"{host}/prometheus-operator/prometheus-config-reloader:{operator}"
         ),
     }
     for local, remote in pushed.items():
@@ -308,12 +319,21 @@ def _push_charts(stack: Stack) -> None:
 def _uninstall(stack: Stack) -> None:
     """Everything this package installed, gone, so the fleet's next tests find empty
     nodes: Prometheus first, while its operator runs (its pod's 600 s grace period would
-    otherwise hold up its namespace's deletion), both releases (the CRD stays, as its
-    chart promises), the config, the namespaces and their pods, the third-party CRDs
-    (preflight, in the next tests, reports whether cert-manager's are there)."""
+    otherwise hold up its namespace's deletion), then the operator and what it made for
+    itself (the kubelet Service of its ``--kubelet-service``), both releases (the CRD
+    stays, as its chart promises), the config, the namespaces and their pods, the
+    third-party CRDs (preflight, in the next tests, reports whether cert-manager's are
+    there)."""
     for command, must in (
         (f"kubectl delete prometheus --all -n {MONITORING} --ignore-not-found --wait", False),
-        (f"kubectl wait pod --all -n {MONITORING} --for=delete --timeout=300s", False),
+        (f"kubectl wait pod -l {PROMETHEUS_SELECTOR} -n {MONITORING} --for=delete --timeout=300s",
+         False),
+        *(
+            ((f"kubectl delete -k {operator} --ignore-not-found --wait", True),)
+            if (operator := stack.work / OPERATOR_DIR).exists()
+            else ()
+        ),
+        ("kubectl delete service,endpoints kubelet -n kube-system --ignore-not-found", True),
         (f"helm uninstall {RELEASE} -n {RELEASE_NAMESPACE} --ignore-not-found --wait", True),
         ("helm uninstall kube-headroom-crds -n default --ignore-not-found --wait", True),
         ("kubectl delete hcfg --all --ignore-not-found", True),
@@ -344,7 +364,7 @@ def stack(
     stack = Stack(
         cluster=real_cluster, registry=registry, build=build_engine(), paths=paths,
         narrator=narrator, work=work,
-        prometheus_image=f"{registry.host}/prometheus/prometheus:{versions['PROMETHEUS_VERSION']}",
+        prometheus_image=f"{OPERATOR_REGISTRY}/prometheus/prometheus:{versions['PROMETHEUS_VERSION']}",
     )  # fmt: skip
     try:
         with step("CRDs: cert-manager and monitoring.coreos.com, from their Go modules"):
@@ -366,18 +386,11 @@ def stack(
             stack.processes.extend(
                 start_cert_manager(paths, kubeconfig=plane.kubeconfig, log_dir=work / "logs")
             )
-        with step("prometheus-operator"):
-            stack.processes.append(
-                start_prometheus_operator(
-                    paths,
-                    kubeconfig=plane.kubeconfig,
-                    log_dir=work / "logs",
-                    reloader_image=pushed[
-                        f"{RELOADER_IMAGE}:{versions['PROMETHEUS_OPERATOR_VERSION']}"
-                    ],
-                )
-            )
-        assert stack.prometheus_image in pushed.values()
+        # Its pod is pulled and started while the chart's are; the Prometheus fixture
+        # waits for it.
+        with step("prometheus-operator: the release's Deployment, ServiceAccount and RBAC"):
+            operator = prometheus_operator_kustomization(paths, work / OPERATOR_DIR, MONITORING)
+            plane.kubectl("apply", "-k", str(operator))
         yield stack
     finally:
         with step("uninstall: the nodes left empty for the tests that share them"):
@@ -553,7 +566,10 @@ def prometheus(stack: Stack, upgraded: Release) -> PrometheusServer:
             image=stack.prometheus_image, version=version, select=select,
         )
     )  # fmt: skip
+    with stack.narrator.step("the operator's pod"):
+        operator = stack.wait_ready(MONITORING, OPERATOR_SELECTOR)
+    stack.say(f"    {operator.name} on {operator.node} at {operator.ip}: Ready")
     with stack.narrator.step("the operator's StatefulSet pod: config reloader, then Prometheus"):
-        pod = stack.wait_ready(MONITORING, f"operator.prometheus.io/name={PROMETHEUS}")
+        pod = stack.wait_ready(MONITORING, PROMETHEUS_SELECTOR)
     stack.say(f"    {pod.name} on {pod.node} at {pod.ip}: Ready")
     return PrometheusServer(pod)

@@ -220,9 +220,9 @@ def test_infeasible_on_a_swap_node_backs_headroom_off(
     eventually(
         lambda: reconciler.resizes(Result.INFEASIBLE) == 2, timeout=90, what="the second Infeasible"
     )
-    condition = pending(kubelets, managed_namespace, "cache")
-    assert condition is not None
-    assert condition["reason"] == "Infeasible"
+    again = pending(kubelets, managed_namespace, "cache")
+    assert again is not None
+    assert again["reason"] == "Infeasible"
     eventually(
         lambda: warnings(cluster, managed_namespace, "cache") == 2,
         timeout=90,

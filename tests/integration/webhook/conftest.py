@@ -224,7 +224,9 @@ def cpu_limit_after_dry_run_create(cluster: Cluster, namespace: str) -> str | No
     )
     if result.returncode != 0:
         return None
-    limits = json.loads(result.stdout)["spec"]["containers"][0]["resources"]["limits"]
+    limits: dict[str, str] = json.loads(result.stdout)["spec"]["containers"][0]["resources"][
+        "limits"
+    ]
     return limits.get("cpu")
 
 

@@ -41,9 +41,9 @@ def _exported() -> tuple[dict[str, frozenset[str]], frozenset[str]]:
 
 
 # Every series the processes export, with its labels: read from the code, never listed here.
-EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]]
-HISTOGRAMS: Final[frozenset[str]]
-EXPORTED_METRICS, HISTOGRAMS = _exported()
+_EXPORTED = _exported()
+EXPORTED_METRICS: Final[Mapping[str, frozenset[str]]] = _EXPORTED[0]
+HISTOGRAMS: Final[frozenset[str]] = _EXPORTED[1]
 RESIZE_RESULTS: Final = tuple(result.value for result in Result)
 CADVISOR_THROTTLING: Final = "container_cpu_cfs_throttled_periods_total"
 CADVISOR_PERIODS: Final = "container_cpu_cfs_periods_total"
