@@ -152,11 +152,19 @@ seccompProfile:
 {{- end }}
 
 {{- define "kube-headroom.probes" -}}
+{{- /* Liveness and readiness start once the process listens: a start slowed by a busy node
+(30 s and more for Python's imports) is given two minutes, not killed by liveness and
+restarted mid-rollout. */}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: health
+  periodSeconds: 2
+  failureThreshold: 60
 livenessProbe:
   httpGet:
     path: /healthz
     port: health
-  initialDelaySeconds: 5
   periodSeconds: 10
   failureThreshold: 3
 readinessProbe:

@@ -119,6 +119,11 @@ def test_processes_get_their_flags_probes_and_resources(t: Toggles) -> None:
         assert ports["health"] == 8081
         assert ports["metrics"] == 8443
         assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+        # Liveness waits for the start (a restart mid-rollout left no Ready webhook).
+        startup = c["startupProbe"]
+        assert startup["httpGet"] == {"path": "/healthz", "port": "health"}
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= 120
+        assert "initialDelaySeconds" not in c["livenessProbe"]
         assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
         assert c["resources"]["requests"]
 
