@@ -6,7 +6,7 @@
 #    lane ends.
 # The fleet's lane leaves the cores idle about a third of its time, waiting on kubelets,
 # rate windows and token refreshes; the first lane fills that (docs/development.md, "Two
-# lanes"). hack/fleet-lane.sh builds that lane's parts first and sets its priorities.
+# lanes"). hack/fleet-lane.sh builds that lane's parts first.
 # Needs root (debootstrap, the fleet's network namespace), as those tiers do; without it,
 # make e2e says so and the run fails.
 # Both lanes always run to their end, so one run reports every failing tier.
