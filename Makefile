@@ -60,7 +60,7 @@ lint: $(STAMP) ## ruff, mypy --strict and the import-layering contracts
 	$(BIN)/lint-imports
 
 .PHONY: test
-test: lint control-plane ## Everything: lint, then two lanes at once: unit and integration tiers; e2e and real-node tiers on one boot of the fleet
+test: lint control-plane ## Everything: lint, unit and integration tiers, then the e2e and real-node tiers on one boot of the fleet
 	bash hack/tiers.sh $(XDIST) --durations=25 $(COVERAGE_GATE) $(PYTEST_ARGS)
 
 .PHONY: test-unit

@@ -1,46 +1,48 @@
 #!/usr/bin/env bash
-# make test's tiers, in two lanes at once:
-#  - unit and integration (pytest, with the arguments given), in the foreground;
-#  - end-to-end and real-node, together on one boot of the real-node fleet, in the
-#    background, its output in _artifacts/fleet-tiers.log and followed here once the first
-#    lane ends.
-# The fleet's lane leaves the cores idle about a third of its time, waiting on kubelets,
-# rate windows and token refreshes; the first lane fills that (docs/development.md, "Two
-# lanes"). hack/fleet-lane.sh builds that lane's parts first.
-# Needs root (debootstrap, the fleet's network namespace), as those tiers do; without it,
-# make e2e says so and the run fails.
-# Both lanes always run to their end, so one run reports every failing tier.
+# make test's tiers, in order: unit and integration (pytest, with the arguments given),
+# then end-to-end and real-node, together on one boot of the real-node fleet.
+#
+# On a machine whose caches are cold, the end-to-end and real-node parts (Go builds,
+# debootstrap) take about 18 minutes; they build meanwhile, at the lowest CPU priority, in
+# whatever the tests leave idle, and the two tiers' own build steps then find them
+# cached. On a warm machine that build is a no-op. Needs root (debootstrap), as those
+# tiers do; without it, only the tiers' own steps build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p _artifacts
 # The components the integration tier runs beside Headroom (Karpenter, VPA, metrics-server,
 # Flux) build meanwhile too, from a cold cache about 20 minutes of Go builds; a test that
 # needs one before it is built builds it itself, or waits on that component's lock
-# (devcluster.binaries.neighbour_dir). The integration tier's longest files are the ones
-# that wait on them, so they build at the tests' own priority.
+# (devcluster.binaries.neighbour_dir).
 neighbours_log=_artifacts/neighbours-build.log
-setsid bash hack/build-neighbours.sh >"$neighbours_log" 2>&1 &
+setsid nice -n 10 bash hack/build-neighbours.sh >"$neighbours_log" 2>&1 &
 neighbours=$!
-parts_log=_artifacts/parts-build.log
-fleet_log=_artifacts/fleet-tiers.log
-: >"$parts_log"
-setsid bash hack/fleet-lane.sh "$parts_log" >"$fleet_log" 2>&1 &
-fleet=$!
-# A stopped make test stops both background jobs.
-trap 'kill -TERM -- -"$neighbours" -"$fleet" 2>/dev/null || true' EXIT
-
-status=0
-.venv/bin/pytest "$@" || status=$?
+trap 'kill -TERM -- -"$neighbours" 2>/dev/null || true' EXIT
+log=_artifacts/parts-build.log
+parts=
+if [ "$(id -u)" = 0 ]; then
+  setsid nice -n 19 bash -c 'bash hack/build-e2e.sh &&
+    PYTHON=.venv/bin/python bash hack/build-realnode.sh >/dev/null' >"$log" 2>&1 &
+  parts=$!
+  # A failed tier stops make test: the builds go with it.
+  trap 'kill -TERM -- -"$neighbours" -"$parts" 2>/dev/null || true' EXIT
+fi
+.venv/bin/pytest "$@"
 if ! wait "$neighbours"; then
   tail -40 "$neighbours_log"
   echo "tiers: building the components beside Headroom failed (log $neighbours_log)"
-  status=1
+  exit 1
 fi
 grep -E '^\[neighbours\] ' "$neighbours_log" || true
-echo "tiers: the end-to-end and real-node tiers, running beside the above (log $fleet_log)"
-tail -n +1 -f --pid="$fleet" "$fleet_log"
-if ! wait "$fleet"; then
-  status=1
+if [ -n "$parts" ]; then
+  echo "tiers: waiting for the end-to-end and real-node parts (log $log)"
+  if ! wait "$parts"; then
+    tail -40 "$log"
+    echo "tiers: building the end-to-end and real-node parts failed (log $log)"
+    exit 1
+  fi
+  grep -E '^\[[a-z0-9-]+\] .*: [0-9]+s$' "$log" || true
 fi
 trap - EXIT
-exit "$status"
+# The end-to-end and real-node tiers in one session: one boot of the fleet for both.
+make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"

@@ -1,8 +1,8 @@
 """The real-node fleet: one boot of the qemu guests per pytest session, shared by every
 tier that asks for it (the end-to-end tier's chart pods, the real-node tier's tests).
 
-``make test`` runs both tiers in one session (its second lane, ``hack/fleet-lane.sh``), so
-the fleet boots once; the end-to-end tier leaves the nodes empty behind it (its fixtures
+``make test`` runs both tiers in one session (``hack/tiers.sh``), so the fleet
+boots once; the end-to-end tier leaves the nodes empty behind it (its fixtures
 are package-scoped and uninstall what they installed), as each real-node test does.
 """
 
