@@ -16,12 +16,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=go.env
+source "$here/go.env"
 K8S_VERSION=${K8S_VERSION:-$DEFAULT_K8S_VERSION}
 cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
 bin="$cache/k8s-$K8S_VERSION/bin"
 work="$cache/k8s-$K8S_VERSION/src"
 mkdir -p "$bin" "$work"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="-mod=mod -gcflags=$GO_GCFLAGS" GOTOOLCHAIN=local CGO_ENABLED=0
 # kube binaries are large; trimming debug info halves link time and size.
 # Admission plugins read the version (PodSecurity parses major/minor), so stamp it.
 minor_num=${K8S_VERSION#v1.}; minor_num=${minor_num%%.*}

@@ -21,9 +21,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=go.env
+source "$here/go.env"
 cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
 mkdir -p "$cache"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="-mod=mod -gcflags=$GO_GCFLAGS" GOTOOLCHAIN=local CGO_ENABLED=0
 # shellcheck source=debian.sh
 source "$here/debian.sh"
 
@@ -56,7 +58,7 @@ build_cert_manager() {  # name
   printf 'module headroom.local/%s\n\ngo 1.26\n\nrequire %s %s\n' "$name" "$module" "$version" \
     >"$dir/src/$name/go.mod"
   (cd "$dir/src/$name" && go mod tidy >/dev/null &&
-    go build -trimpath -ldflags "-s -w" -o "$dir/bin/$name.tmp" .)
+    go build -trimpath -gcflags "$GO_GCFLAGS_HOST_NEIGHBOUR" -ldflags "-s -w" -o "$dir/bin/$name.tmp" .)
   mv "$dir/bin/$name.tmp" "$dir/bin/$name"
   echo "$key" >"$stamp"
 }

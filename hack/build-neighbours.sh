@@ -29,11 +29,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=go.env
+source "$here/go.env"
 cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
 mkdir -p "$cache"
 # Karpenter's go.mod asks for a newer Go than the machine's: the go command fetches the
 # pinned toolchain through the module proxy (once; it stays in the module cache).
-export GOFLAGS=-mod=mod GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN CGO_ENABLED=0
+export GOFLAGS="-mod=mod -gcflags=$GO_GCFLAGS" GOTOOLCHAIN=$KARPENTER_GO_TOOLCHAIN CGO_ENABLED=0
 
 log() { printf '[neighbours] %s\n' "$*" >&2; }
 # shellcheck source=debian.sh
@@ -59,7 +61,8 @@ build_karpenter() {
   # Its main package is built from the module itself; the wrapper only pins the version.
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s/kwok"\n' "$module" >"$dir/src/tools.go"
   (cd "$dir/src" && go mod tidy >/dev/null &&
-    go build -trimpath -ldflags "-s -w" -o "$dir/bin/karpenter-kwok.tmp" "$module/kwok")
+    go build -trimpath -gcflags "$GO_GCFLAGS_HOST_NEIGHBOUR" -ldflags "-s -w" \
+      -o "$dir/bin/karpenter-kwok.tmp" "$module/kwok")
   mv "$dir/bin/karpenter-kwok.tmp" "$dir/bin/karpenter-kwok"
   src=$(cd "$dir/src" && go mod download -json "$module@$KARPENTER_VERSION" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
@@ -84,7 +87,7 @@ build_mains() {
   src=$(GOFLAGS= go mod download -json "$module@$version" |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   for name in "${missing[@]}"; do
-    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" \
+    (cd "$src" && GOFLAGS=-mod=readonly go build -trimpath -gcflags "$GO_GCFLAGS_HOST_NEIGHBOUR" -ldflags "-s -w" \
       -o "$out/${name%%=*}.tmp" "./${name#*=}")
     mv "$out/${name%%=*}.tmp" "$out/${name%%=*}"
   done
@@ -125,7 +128,8 @@ build_flux() {
   } >"$dir/src/tools.go"
   (cd "$dir/src" && go mod tidy >/dev/null)
   for name in "${missing[@]}"; do
-    (cd "$dir/src" && go build -trimpath -ldflags "-s -w" -o "$dir/bin/$name.tmp" \
+    (cd "$dir/src" && go build -trimpath -gcflags "$GO_GCFLAGS_HOST_NEIGHBOUR" -ldflags "-s -w" \
+      -o "$dir/bin/$name.tmp" \
       "github.com/fluxcd/$name")
     mv "$dir/bin/$name.tmp" "$dir/bin/$name"
   done

@@ -31,11 +31,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 # shellcheck source=versions.env
 source "$here/versions.env"
+# shellcheck source=go.env
+source "$here/go.env"
 K8S_VERSION=${K8S_VERSION:-$DEFAULT_K8S_VERSION}
 export K8S_VERSION
 cache=${HEADROOM_CACHE:-$HOME/.cache/headroom}
 mkdir -p "$cache"
-export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+export GOFLAGS="-mod=mod -gcflags=$GO_GCFLAGS" GOTOOLCHAIN=local CGO_ENABLED=0
 # shellcheck source=debian.sh
 source "$here/debian.sh"
 python=${PYTHON:-$repo/.venv/bin/python}
