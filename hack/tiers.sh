@@ -44,5 +44,6 @@ if [ -n "$parts" ]; then
   grep -E '^\[[a-z0-9-]+\] .*: [0-9]+s$' "$log" || true
 fi
 trap - EXIT
-# The end-to-end and real-node tiers in one session: one boot of the fleet for both.
-make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode"
+# The end-to-end and real-node tiers in one session: one boot of the fleet for both, with
+# their slowest tests listed as the first half's are.
+make --no-print-directory e2e E2E_TESTS="tests/e2e tests/realnode" E2E_ARGS="--durations=15"
