@@ -197,11 +197,15 @@ def test_every_weight_1_is_the_unweighted_policy(node: NodeInput, config: Settin
 @relaxed
 @given(nodes(simple=True), st.data())
 def test_weighted_bursts_add_up_to_the_slack(node: NodeInput, data: st.DataObject) -> None:
+    # Slack and a pod that weighs something are built in, not filtered for: filtering
+    # discarded most inputs, and Hypothesis's health check failed the test on some runs.
     weights = {pod.name: data.draw(st.integers(0, 8)) for pod in node.pods}
+    weights[data.draw(st.sampled_from(sorted(weights)))] = data.draw(st.integers(1, 8))
     weighted = replace(
-        node, weights={pod.uid: weight_rule(pod.name, weights[pod.name]) for pod in node.pods}
+        node,
+        allocatable_m=node.booked_m + data.draw(st.integers(1, 64000)),
+        weights={pod.uid: weight_rule(pod.name, weights[pod.name]) for pod in node.pods},
     )
-    assume(node.allocatable_m > node.booked_m and any(weights.values()))
     result = compute_node(weighted, SIMPLE)
     bursts = [pod.target_m - pod.request_m for pod in result.pods]
     # Each share is rounded on its own: at most half a millicore off each.
