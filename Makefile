@@ -14,11 +14,11 @@ NAMESPACE ?= kube-headroom-system
 IMG ?= ghcr.io/karlkfi/kube-headroom:0.1.0
 HELM ?= $(shell command -v helm 2>/dev/null || echo $${HEADROOM_CACHE:-$$HOME/.cache/headroom}/k8s-$(K8S_VERSION)/bin/helm)
 PYTEST_ARGS ?=
-# Workers for the unit and integration tiers, each with its own control plane: three keep
+# Workers for the unit and integration tiers, each with its own control plane: four keep
 # two cores busy (docs/development.md). Each takes a whole test file at a time, in the
 # order collected (the integration tier's long files first), so no worker is left at the
 # end with a queue of long tests while the others idle.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # 100% branch coverage of the pure core is a gate, not a goal, and the core's own unit tests
 # meet it alone. Only they run under coverage's tracer, which on Python 3.11 costs every
