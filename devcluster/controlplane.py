@@ -532,7 +532,7 @@ class ControlPlane:
         result = subprocess.run(
             [str(self.tool("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
             input=input,
-            env={**os.environ, **CLI_GC},
+            env=self.environ(),
             capture_output=True,
             text=True,
             check=False,
