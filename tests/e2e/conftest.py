@@ -318,13 +318,15 @@ def _push_charts(stack: Stack) -> None:
 
 def _uninstall(stack: Stack) -> None:
     """Everything this package installed, gone, so the fleet's next tests find empty
-    nodes: Prometheus first, while its operator runs (its pod's 600 s grace period would
-    otherwise hold up its namespace's deletion), then the operator and what it made for
-    itself (the kubelet Service of its ``--kubelet-service``), both releases (the CRD
-    stays, as its chart promises), the config, the namespaces and their pods, the
-    third-party CRDs (preflight, in the next tests, reports whether cert-manager's are
-    there)."""
+    nodes: the chart's release first, without waiting (its pods stop while the rest goes,
+    and the namespace's deletion waits for them); Prometheus, while its operator runs (its
+    pod's 600 s grace period would otherwise hold up its namespace's deletion), then the
+    operator and what it made for itself (the kubelet Service of its
+    ``--kubelet-service``), the CRDs' release (the CRD stays, as its chart promises), the
+    config, the namespaces and their pods, the third-party CRDs (preflight, in the next
+    tests, reports whether cert-manager's are there)."""
     for command, must in (
+        (f"helm uninstall {RELEASE} -n {RELEASE_NAMESPACE} --ignore-not-found", True),
         (f"kubectl delete prometheus --all -n {MONITORING} --ignore-not-found --wait", False),
         (f"kubectl wait pod -l {PROMETHEUS_SELECTOR} -n {MONITORING} --for=delete --timeout=300s",
          False),
@@ -334,7 +336,6 @@ def _uninstall(stack: Stack) -> None:
             else ()
         ),
         ("kubectl delete service,endpoints kubelet -n kube-system --ignore-not-found", True),
-        (f"helm uninstall {RELEASE} -n {RELEASE_NAMESPACE} --ignore-not-found --wait", True),
         ("helm uninstall kube-headroom-crds -n default --ignore-not-found --wait", True),
         ("kubectl delete hcfg --all --ignore-not-found", True),
         (f"kubectl delete namespace {' '.join(NAMESPACES)} --ignore-not-found", True),
