@@ -24,6 +24,7 @@ from typing import Any
 
 from app.core.apipaths import SERVICE_ACCOUNTS
 from devcluster.binaries import kwok_metrics_file, locate_binaries
+from devcluster.kubeapi import KubeAPI
 from devcluster.pki import (
     FRONT_PROXY_USER,
     KUBELET_CLIENT_USER,
@@ -163,6 +164,12 @@ class ControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.pki_dir / "ca.crt"
+
+    @property
+    def api(self) -> KubeAPI:
+        """The REST API as the admin, for the harness's reads: a poll through it costs
+        the harness milliseconds where a kubectl process costs tens of CPU milliseconds."""
+        return KubeAPI(server=self.server, token=self.token, ca_file=self.ca_file)
 
     @property
     def audit_log(self) -> Path:

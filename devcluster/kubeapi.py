@@ -80,6 +80,12 @@ class KubeAPI:
                 return None
             raise
 
+    def items(self, path: str, **params: str) -> list[Json]:
+        """The objects a list at ``path`` returns (``labelSelector``, ``fieldSelector``,
+        … as ``params``)."""
+        found: list[Json] = self.request("GET", path, params=params or None)["items"]
+        return found
+
     def post(self, path: str, body: Json) -> Json:
         return self.request("POST", path, body=body)
 

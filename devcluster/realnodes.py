@@ -91,7 +91,7 @@ class RealCluster:
 
     @property
     def api(self) -> KubeAPI:
-        return KubeAPI(server=self.plane.server, token=self.plane.token, ca_file=self.plane.ca_file)
+        return self.plane.api
 
     def start(self) -> None:
         started = time.monotonic()

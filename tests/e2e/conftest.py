@@ -36,6 +36,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from app.core.apipaths import PODS
 from devcluster import ControlPlane, crds_dir
 from devcluster.addons import (
     AddonPaths,
@@ -220,8 +221,7 @@ class Stack:
         return found[0].replace(f"oci://{PUBLISHED_REGISTRY}/", f"oci://{self.registry.host}/")
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
-        return found
+        return self.api.items(PODS.path(namespace=namespace), labelSelector=selector)
 
     def wait_ready(
         self, namespace: str, selector: str, *, besides: frozenset[str] = frozenset()

@@ -20,6 +20,7 @@ from typing import Any, Final
 import pytest
 
 from devcluster import ControlPlane, crds_dir, locate_binaries
+from devcluster.kubeapi import KubeAPI
 from devcluster.nodes import simulated_node
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,10 @@ class Cluster:
     @property
     def token(self) -> str:
         return self.plane.token
+
+    @property
+    def api(self) -> KubeAPI:
+        return self.plane.api
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         return self.plane.kubectl(*args, input=input, check=check)

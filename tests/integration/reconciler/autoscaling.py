@@ -3,12 +3,12 @@ gives ``metrics_api``), the tenant guide's VPA, what its recommender wrote, a
 Deployment's live pod, and how far Headroom's limit trailed the floor VPA's upper bound
 sets."""
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 import pytest
 
+from app.core.apipaths import PODS, VERTICAL_POD_AUTOSCALERS
 from app.core.quantity import parse_cpu_millis
 from devcluster.vpa import running_vpa
 from tests.integration.conftest import Cluster
@@ -66,9 +66,8 @@ def recommended_cpu(
 ) -> tuple[int | None, int | None]:
     """The CPU target and upper bound (millicores) VPA's recommender wrote for
     ``container`` in VPA ``name``, once it has."""
-    vpa = json.loads(
-        cluster.kubectl("get", "verticalpodautoscaler", name, "-n", namespace, "-o", "json")
-    )
+    vpa = cluster.api.get(VERTICAL_POD_AUTOSCALERS.path(namespace=namespace, name=name))
+    assert vpa is not None, f"no VerticalPodAutoscaler {namespace}/{name}"
     recommendation = vpa.get("status", {}).get("recommendation", {})
     for entry in recommendation.get("containerRecommendations", []):
         if entry["containerName"] == container:
@@ -80,10 +79,8 @@ def recommended_cpu(
 def live_pod(cluster: Cluster, namespace: str, app: str) -> Obj | None:
     """The one pod labelled ``app`` that is not being deleted; None while there is not
     exactly one."""
-    listed = json.loads(
-        cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app={app}", "-o", "json")
-    )
-    live = [p for p in listed["items"] if "deletionTimestamp" not in p["metadata"]]
+    listed = cluster.api.items(PODS.path(namespace=namespace), labelSelector=f"app={app}")
+    live = [p for p in listed if "deletionTimestamp" not in p["metadata"]]
     return live[0] if len(live) == 1 else None
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.core.apipaths import EVENTS, PODS
 from app.core.quantity import parse_cpu_millis
 from devcluster.ports import free_port
 from tests.integration.conftest import REPO, Cluster, eventually
@@ -270,10 +271,9 @@ class Pods:
         self.add(name, node=node, cpu=cpu, labels=manifests.UNMANAGED)
 
     def get(self, name: str) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(
-            self.cluster.kubectl("get", "pod", name, "-n", self.namespace, "-o", "json")
-        )
-        return result
+        found = self.cluster.api.get(PODS.path(namespace=self.namespace, name=name))
+        assert found is not None, f"no pod {self.namespace}/{name}"
+        return found
 
     def cpu_limits(self, name: str) -> list[str | None]:
         spec = self.get(name)["spec"]
@@ -321,19 +321,10 @@ class Pods:
         return int(self.get(name)["metadata"]["generation"])
 
     def events(self, name: str, *, reason: str) -> list[dict[str, Any]]:
-        listed = json.loads(
-            self.cluster.kubectl(
-                "get",
-                "events",
-                "-n",
-                self.namespace,
-                "--field-selector",
-                f"involvedObject.name={name},reason={reason}",
-                "-o",
-                "json",
-            )
+        return self.cluster.api.items(
+            EVENTS.path(namespace=self.namespace),
+            fieldSelector=f"involvedObject.name={name},reason={reason}",
         )
-        return list(listed["items"])
 
     def wait_running(self, name: str) -> None:
         self.cluster.kubectl(

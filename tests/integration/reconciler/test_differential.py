@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from app.core.apipaths import PODS
 from app.core.quantity import parse_cpu_millis
 from tests.integration.conftest import Cluster, eventually
 from tests.integration.kubectl_headroom.test_preflight import kubectl_headroom
@@ -367,7 +368,6 @@ def _each(flag: str, values: list[str]) -> list[str]:
 
 def _pod(cluster: Cluster, key: str) -> dict[str, Any]:
     namespace, name = key.split("/")
-    document: dict[str, Any] = json.loads(
-        cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json")
-    )
+    document = cluster.api.get(PODS.path(namespace=namespace, name=name))
+    assert document is not None, f"no pod {key}"
     return document

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from app.core.apipaths import PODS, Resource
 from app.core.quantity import parse_cpu_millis
 from devcluster.binaries import kubernetes_version
 from devcluster.karpenter import Karpenter, instance_type, karpenter_dir
@@ -44,6 +45,8 @@ DEBOUNCE_S = 2.0
 EXPIRE_AFTER_S = 30
 POOL_TAINT = "headroom-test/karpenter"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
+NODE_CLAIMS = Resource("karpenter.sh", "v1", "nodeclaims", namespaced=False)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", namespaced=True)
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 CONSOLIDATION_SLACK_S = 10.0
 # Karpenter's disruption loop looks again 10 s after a pass that found nothing to do; a
@@ -139,33 +142,31 @@ class Scenario:
 
     # -- reading state ---------------------------------------------------------------
 
+    def every_pod(self) -> list[dict[str, Any]]:
+        return self.cluster.api.items(PODS.path(namespace=self.namespace))
+
     def live_pods(self) -> list[dict[str, Any]]:
-        listed = json.loads(self.cluster.kubectl("get", "pods", "-n", self.namespace, "-o", "json"))
-        return [p for p in listed["items"] if "deletionTimestamp" not in p["metadata"]]
+        return [p for p in self.every_pod() if "deletionTimestamp" not in p["metadata"]]
 
     def live_claims(self) -> dict[str, str]:
         """NodeClaim name → its node's name (empty until registered)."""
-        listed = json.loads(
-            self.cluster.kubectl(
-                "get", "nodeclaims", "-l", f"{NODEPOOL_LABEL}={self.pool}", "-o", "json"
-            )
+        listed = self.cluster.api.items(
+            NODE_CLAIMS.path(), labelSelector=f"{NODEPOOL_LABEL}={self.pool}"
         )
         return {
             c["metadata"]["name"]: c.get("status", {}).get("nodeName", "")
-            for c in listed["items"]
+            for c in listed
             if "deletionTimestamp" not in c["metadata"]
         }
 
     def placement(self) -> dict[str, list[dict[str, Any]]] | None:
         """Node → its running pods, once every replica runs and nothing else is moving."""
-        pods = self.live_pods()
-        replicas = int(
-            self.cluster.kubectl(
-                "get", "deployment", "web", "-n", self.namespace, "-o", "jsonpath={.spec.replicas}"
-            )
-        )
-        every = json.loads(self.cluster.kubectl("get", "pods", "-n", self.namespace, "-o", "json"))
-        if len(every["items"]) != replicas or len(pods) != replicas:
+        every = self.every_pod()
+        pods = [p for p in every if "deletionTimestamp" not in p["metadata"]]
+        web = self.cluster.api.get(DEPLOYMENTS.path(namespace=self.namespace, name="web"))
+        assert web is not None, f"no Deployment {self.namespace}/web"
+        replicas = int(web["spec"]["replicas"])
+        if len(every) != replicas or len(pods) != replicas:
             return None
         if any(p["status"].get("phase") != "Running" for p in pods):
             return None
@@ -178,14 +179,10 @@ class Scenario:
         """Every pod's limit is what Headroom should leave there: the policy's ceiling on
         its node when managed, no limit at all when not."""
         for node, pods in nodes.items():
-            everyone = json.loads(
-                self.cluster.kubectl(
-                    "get", "pods", "-A", f"--field-selector=spec.nodeName={node}", "-o", "json"
-                )
-            )
+            everyone = self.cluster.api.items(PODS.path(), fieldSelector=f"spec.nodeName={node}")
             strangers = [
                 p["metadata"]["name"]
-                for p in everyone["items"]
+                for p in everyone
                 if p["metadata"]["namespace"] != self.namespace
             ]
             assert not strangers, f"{node} runs pods of other tests: {strangers}"
@@ -333,6 +330,11 @@ class Scenario:
             lambda: len(self.live_claims()) == 1, timeout=120, what="a node consolidated away"
         )
         self.run.took["consolidation"] = time.monotonic() - started
+        # The deleted NodeClaim's node runs its pods until Karpenter drains it.
+        eventually(
+            lambda: (found := self.placement()) and len(found) == 1,
+            what="consolidation: every replica on the node kept",
+        )
         (kept,) = self.settle("consolidation")
         for pod in self.live_pods_on(kept):
             if pod["metadata"]["uid"] not in before:
@@ -415,9 +417,10 @@ class Scenario:
         return self.run
 
     def claims_left(self) -> list[str]:
-        return self.cluster.kubectl(
-            "get", "nodeclaims", "-l", f"{NODEPOOL_LABEL}={self.pool}", "-o", "name"
-        ).split()
+        claims = self.cluster.api.items(
+            NODE_CLAIMS.path(), labelSelector=f"{NODEPOOL_LABEL}={self.pool}"
+        )
+        return [c["metadata"]["name"] for c in claims]
 
 
 @pytest.fixture(scope="module")
