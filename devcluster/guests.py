@@ -141,7 +141,7 @@ class NodeSpec:
 def kubelet_configuration(spec: NodeSpec) -> dict[str, Any]:
     """The guest's KubeletConfiguration: cgroup v2 with the cgroupfs driver (there is no
     systemd), containerd, x509 and webhook authentication and webhook authorization,
-    thresholds loose enough for a small throwaway disk, and a pod sync every 10 s."""
+    thresholds loose enough for a small throwaway disk."""
     files = CONFIG_MOUNT
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -164,11 +164,6 @@ def kubelet_configuration(spec: NodeSpec) -> dict[str, Any]:
         "resolvConf": "/etc/resolv.conf",
         "failSwapOn": spec.swap_mib == 0,
         "maxPods": 30,
-        # A running pod's Secret and projected volumes (a renewed certificate, a refreshed
-        # token) are rewritten at its next periodic sync: every 10 to 15 s here, against a
-        # minute to a minute and a half by default, so the tier waits on the mechanism,
-        # not on its period.
-        "syncFrequency": "10s",
         "serializeImagePulls": False,
         "evictionHard": {
             "memory.available": "64Mi",

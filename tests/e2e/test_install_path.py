@@ -344,9 +344,8 @@ def test_renewal_reaches_the_running_webhook_without_a_restart(
         )
     written = time.monotonic()
     new_leaf = leaf_der(new["tls.crt"])
-    # The kubelet rewrites a Secret volume at its next periodic sync of the pod (every 10
-    # to 15 s on the fleet's kubelets, a minute or more by default): the webhook then
-    # reloads the files.
+    # The kubelet rewrites a Secret volume at its next sync of the pod (up to its sync
+    # period, a minute, plus its cache's): the webhook then reloads the files.
     with stack.narrator.step("the kubelet updates the Secret volume; the process reloads it"):
         eventually(
             lambda: (
